@@ -1,0 +1,14 @@
+"""tinyjx: a small JAX with its own compiler. `import tinyjx as jax; import tinyjx.numpy as jnp`.
+
+Layers, top to bottom: the public API (numpy, lax, random, nn activations, transforms), transforms,
+lowering, devices, and the core IR (uop, rewrite, dtypes). See DESIGN.md in the project docs.
+"""
+from tinyjx.settings import Context, config  # noqa: F401
+from tinyjx import dtypes  # noqa: F401
+from tinyjx.array import Array, ConcretizationError, UnexpectedTracerError  # noqa: F401
+from tinyjx import devices as _devices  # noqa: F401  (registers the realize hook)
+from tinyjx import tree_util  # noqa: F401
+from tinyjx import numpy  # noqa: F401
+from tinyjx.tracing import make_jaxpr  # noqa: F401
+
+__version__ = "0.1.0"

@@ -1,0 +1,201 @@
+"""PYTHON device: the reference interpreter. It evaluates a graph op by op with numpy and is the
+executable spec of every op's meaning; compiled devices are tested against it.
+
+`python_rules[op](node, *source_values)` returns the node's value as a numpy array of the node's shape
+and dtype. Ops with sub-jaxprs (control flow, custom rules) register rules here too; they call
+`evaluate(outs, env)` recursively. bfloat16 values are kept in float32 storage and rounded after each op.
+"""
+from __future__ import annotations
+import math
+import numpy as np
+from tinyjx import dtypes, array
+from tinyjx.uop import UOp, Ops, GroupOp, toposort
+from tinyjx.devices import Device
+
+class NumpyBuffer(array.Buffer):
+  """A buffer whose memory is a numpy array on the host (PYTHON device; CPU devices reuse it)."""
+  def __init__(self, device: str, data: np.ndarray, dtype):
+    super().__init__(device, data.shape, dtype)
+    self.data = data
+  def numpy(self) -> np.ndarray: return self.data
+
+def _np(d): return d.np
+
+def _div(n: UOp, a, b):
+  if dtypes.is_float(n.dtype): return a / b
+  return _int_div(a, b, n.dtype)
+
+def _int_div(a, b, dt):
+  """C (toward zero) integer division with XLA's edge cases: x/0 is -1 (all ones), INT_MIN/-1 is INT_MIN."""
+  safe = np.where(b == 0, 1, b).astype(a.dtype)
+  if dtypes.is_unsigned(dt): q = a // safe
+  else:
+    q = np.abs(a.astype(np.int64)) // np.abs(safe.astype(np.int64))
+    q = np.where((a < 0) != (safe < 0), -q, q).astype(a.dtype)
+  return np.where(b == 0, np.array(-1).astype(a.dtype), q).astype(a.dtype)
+
+def _rem(n: UOp, a, b):
+  if dtypes.is_float(n.dtype): return np.fmod(a, b)
+  safe = np.where(b == 0, 1, b).astype(a.dtype)
+  return np.where(b == 0, a, np.fmod(a, safe)).astype(a.dtype)
+
+def _shift(n: UOp, a, b, left: bool):
+  bits = n.dtype.itemsize * 8
+  bb = b.astype(np.int64)
+  ok = (bb >= 0) & (bb < bits)
+  sb = np.where(ok, bb, 0).astype(a.dtype)
+  out = np.left_shift(a, sb) if left else np.right_shift(a, sb)
+  overflow = np.zeros_like(a) if left or dtypes.is_unsigned(n.dtype) else np.where(a < 0, -1, 0).astype(a.dtype)
+  return np.where(ok, out, overflow).astype(a.dtype)
+
+def _pow(n: UOp, a, b):
+  if dtypes.is_float(n.dtype): return np.power(a, b)
+  res = np.power(a, np.maximum(b, 0))
+  return np.where(b < 0, np.where(np.abs(a) == 1, np.where(b % 2 == 0, 1, a), 0), res).astype(a.dtype)
+
+def _cast(n: UOp, x):
+  to = n.dtype
+  if to.kind == 'b': return x != 0
+  if to.kind in 'iu' and x.dtype.kind == 'f':
+    info = np.iinfo(to.np)
+    clipped = np.clip(np.nan_to_num(x.astype(np.float64), nan=0.0), info.min, info.max)
+    return np.trunc(clipped).astype(to.np)
+  return x.astype(to.np)
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+def _erf_rule(n, x): return _erf(x.astype(np.float64)).astype(np.float64).astype(x.dtype)
+
+UNARY = {
+  Ops.NEG: lambda n, x: np.negative(x), Ops.EXP: lambda n, x: np.exp(x), Ops.LOG: lambda n, x: np.log(x),
+  Ops.EXPM1: lambda n, x: np.expm1(x), Ops.LOG1P: lambda n, x: np.log1p(x), Ops.SIN: lambda n, x: np.sin(x),
+  Ops.COS: lambda n, x: np.cos(x), Ops.TAN: lambda n, x: np.tan(x), Ops.ASIN: lambda n, x: np.arcsin(x),
+  Ops.ACOS: lambda n, x: np.arccos(x), Ops.ATAN: lambda n, x: np.arctan(x), Ops.SINH: lambda n, x: np.sinh(x),
+  Ops.COSH: lambda n, x: np.cosh(x), Ops.TANH: lambda n, x: np.tanh(x), Ops.SQRT: lambda n, x: np.sqrt(x),
+  Ops.RECIP: lambda n, x: np.reciprocal(x) if x.dtype.kind == 'f' else _int_div(np.ones_like(x), x, n.dtype),
+  Ops.ABS: lambda n, x: np.abs(x), Ops.SIGN: lambda n, x: np.sign(x), Ops.FLOOR: lambda n, x: np.floor(x),
+  Ops.CEIL: lambda n, x: np.ceil(x), Ops.ROUND: lambda n, x: np.round(x), Ops.TRUNC: lambda n, x: np.trunc(x),
+  Ops.ERF: _erf_rule, Ops.NOT: lambda n, x: np.logical_not(x) if x.dtype == np.bool_ else np.invert(x),
+  Ops.CAST: _cast, Ops.BITCAST: lambda n, x: x.view(n.dtype.np),
+}
+BINARY = {
+  Ops.ADD: lambda n, a, b: a + b, Ops.SUB: lambda n, a, b: a - b, Ops.MUL: lambda n, a, b: a * b,
+  Ops.DIV: _div, Ops.REM: _rem, Ops.POW: _pow, Ops.MAX: lambda n, a, b: np.maximum(a, b),
+  Ops.MIN: lambda n, a, b: np.minimum(a, b), Ops.ATAN2: lambda n, a, b: np.arctan2(a, b),
+  Ops.AND: lambda n, a, b: a & b, Ops.OR: lambda n, a, b: a | b, Ops.XOR: lambda n, a, b: a ^ b,
+  Ops.SHL: lambda n, a, b: _shift(n, a, b, True), Ops.SHR: lambda n, a, b: _shift(n, a, b, False),
+  Ops.CMPLT: lambda n, a, b: a < b, Ops.CMPLE: lambda n, a, b: a <= b, Ops.CMPEQ: lambda n, a, b: a == b,
+  Ops.CMPNE: lambda n, a, b: a != b,
+}
+
+def _acc_dtype(d):
+  """Accumulate low-precision floats in float32, as XLA does on the CPU."""
+  return np.float32 if d in (dtypes.float16, dtypes.bfloat16) else d.np
+
+_IDENTITY = {Ops.ADD: lambda d: 0, Ops.MUL: lambda d: 1,
+             Ops.MAX: lambda d: -np.inf if d.kind == 'f' else (False if d.kind == 'b' else np.iinfo(d.np).min),
+             Ops.MIN: lambda d: np.inf if d.kind == 'f' else (True if d.kind == 'b' else np.iinfo(d.np).max)}
+_UFUNC = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum, Ops.MIN: np.minimum}
+
+def reduce_value(op: Ops, x: np.ndarray, axes: tuple, dt) -> np.ndarray:
+  """A REDUCE of numpy value `x` over `axes` with ALU `op` (NaN propagates through max and min)."""
+  acc = _acc_dtype(dt)
+  out = _UFUNC[op].reduce(x.astype(acc), axis=axes, initial=_IDENTITY[op](dt))
+  return np.asarray(out).astype(dt.np)
+
+def _cumulative(n, x):
+  op, axis, reverse = n.arg
+  if reverse: x = np.flip(x, axis)
+  acc = _acc_dtype(n.dtype)
+  out = _UFUNC[op].accumulate(x.astype(acc), axis=axis).astype(n.dtype.np) if x.size else x
+  return np.flip(out, axis) if reverse else out
+
+def dot_general_value(a: np.ndarray, b: np.ndarray, arg, dt) -> np.ndarray:
+  """lax.dot_general on numpy values: output dims are batch, then lhs free, then rhs free."""
+  (lc, rc), (lb, rb) = arg
+  lf = [i for i in range(a.ndim) if i not in lc and i not in lb]
+  rf = [i for i in range(b.ndim) if i not in rc and i not in rb]
+  acc = _acc_dtype(dt)
+  a2 = np.transpose(a, list(lb) + lf + list(lc)).astype(acc)
+  b2 = np.transpose(b, list(rb) + list(rc) + rf).astype(acc)
+  bs, fa, fb = [a.shape[i] for i in lb], [a.shape[i] for i in lf], [b.shape[i] for i in rf]
+  k = math.prod(a.shape[i] for i in lc)
+  out = np.matmul(a2.reshape(bs + [math.prod(fa), k]), b2.reshape(bs + [k, math.prod(fb)]))
+  return out.reshape(bs + fa + fb).astype(dt.np)
+
+def _gather(n, x, idx):
+  if x.shape[0] == 0: return np.zeros(n.shape, n.dtype.np)
+  return np.take(x, np.clip(idx, 0, x.shape[0] - 1), axis=0)
+
+_SCATTER_UFUNC = {'add': np.add, 'mul': np.multiply, 'min': np.minimum, 'max': np.maximum}
+def _scatter(n, x, idx, upd):
+  out = np.array(x, copy=True)
+  ok = (idx >= 0) & (idx < x.shape[0])
+  i, u = idx[ok], upd[ok]
+  if n.arg == 'set': out[i] = u
+  else: _SCATTER_UFUNC[n.arg].at(out, i, u)
+  return out
+
+def _argsort(n, x):
+  axis, descending = n.arg
+  if not descending: return np.argsort(x, axis=axis, kind='stable').astype(np.int32)
+  size = x.shape[axis]
+  asc = np.argsort(np.flip(x, axis), axis=axis, kind='stable')
+  return (size - 1 - np.flip(asc, axis)).astype(np.int32)
+
+def _iota(n):
+  shape, axis = n.arg
+  r = np.arange(shape[axis]).astype(n.dtype.np)
+  return np.broadcast_to(r.reshape([-1 if i == axis else 1 for i in range(len(shape))]), shape)
+
+def _pad(n, x):
+  return np.pad(x, n.arg) if x.dtype.kind != 'b' else np.pad(x, n.arg, constant_values=False)
+
+python_rules: dict = {
+  **{op: (lambda f: lambda n, x: f(n, x))(f) for op, f in UNARY.items()},
+  **BINARY,
+  Ops.WHERE: lambda n, c, a, b: np.where(c, a, b),
+  Ops.TAG: lambda n, x: x,
+  Ops.REDUCE: lambda n, x: reduce_value(n.arg[0], x, n.arg[1], n.dtype),
+  Ops.CUMULATIVE: _cumulative,
+  Ops.RESHAPE: lambda n, x: x.reshape(n.arg), Ops.PERMUTE: lambda n, x: np.transpose(x, n.arg),
+  Ops.EXPAND: lambda n, x: np.broadcast_to(x, n.arg), Ops.PAD: _pad,
+  Ops.SHRINK: lambda n, x: x[tuple(slice(a, b) for a, b in n.arg)], Ops.FLIP: lambda n, x: np.flip(x, n.arg),
+  Ops.DOT_GENERAL: lambda n, a, b: dot_general_value(a, b, n.arg, n.dtype),
+  Ops.GATHER: _gather, Ops.SCATTER: _scatter, Ops.ARGSORT: _argsort,
+  Ops.GETITEM: lambda n, tup: tup[n.arg],
+}
+
+def _leaf(n: UOp, env: dict):
+  if n.op is Ops.BUFFER: return array.buffers[n.arg[0]].numpy()
+  if n.op is Ops.CONST: return np.full(n.arg[1], n.arg[0], dtype=n.dtype.np)
+  if n.op is Ops.IOTA: return _iota(n)
+  raise KeyError(f"PARAM {n.arg[0]} has no value bound (evaluating a jaxpr needs a value for every input)")
+
+def evaluate(outs, env: dict | None = None) -> list:
+  """Values (numpy arrays, or tuples for multi-output nodes) of `outs`; `env` maps PARAM nodes to values."""
+  vals: dict = dict(env or {})
+  with np.errstate(all='ignore'):
+    for n in toposort(outs):
+      if n in vals: continue
+      if not n.src and n.op is not Ops.AXIS_INDEX: vals[n] = _leaf(n, env or {}); continue
+      rule = python_rules.get(n.op)
+      if rule is None: raise NotImplementedError(f"the PYTHON device has no rule for {n.op.name}")
+      out = rule(n, *[vals[s] for s in n.src])
+      vals[n] = _finish(n, out)
+  return [vals[o] for o in outs]
+
+def _finish(n: UOp, out):
+  if n.op in GroupOp.MultiOutput or isinstance(out, tuple): return out
+  out = np.asarray(out)
+  if out.dtype != n.dtype.np: out = out.astype(n.dtype.np)
+  if n.dtype is dtypes.bfloat16 and n.op not in GroupOp.Movement: out = dtypes.round_bf16(out)
+  return out
+
+class PythonDevice(Device):
+  """The reference interpreter as a device: buffers are numpy arrays, graphs run op by op."""
+  kind = "PYTHON"
+  def run_graph(self, roots):
+    return [NumpyBuffer(self.name, np.ascontiguousarray(v).reshape(r.shape), r.dtype) for v, r in zip(evaluate(roots), roots)]
+  def from_numpy(self, data: np.ndarray, dtype) -> NumpyBuffer: return NumpyBuffer(self.name, data, dtype)
+
+DEVICE_CLASS = PythonDevice

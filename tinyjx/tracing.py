@@ -1,0 +1,214 @@
+"""tracing: turning a Python function into a jaxpr, printing jaxprs, and inlining them.
+
+A `Jaxpr` is a UOp subgraph: `params` are PARAM leaves (one per flat input), `outs` the output nodes.
+Tracing calls the function on Arrays whose graphs are those PARAMs; anything else the function touches
+(closed-over arrays, values of outer traces, grad tags) simply appears inside the graph. Inlining a
+jaxpr substitutes the caller's nodes for the PARAMs, which is how jit, vmap and pmap hand results back
+to an enclosing transform. `make_jaxpr(f)(*args)` prints the graph in JAX's let-binding style.
+"""
+from __future__ import annotations
+import functools, inspect, hashlib
+import numpy as np
+from tinyjx import dtypes, tree_util
+from tinyjx.array import Array, Trace, traces
+from tinyjx.uop import UOp, Ops, GroupOp, toposort, substitute, fresh_id, _arg_text
+
+class Jaxpr:
+  """A traced function: PARAM leaves in, output nodes out, with the pytree structures of both sides."""
+  __slots__ = ('params', 'outs', 'in_tree', 'out_tree', 'out_weak', 'name', '_key')
+  def __init__(self, params, outs, in_tree=None, out_tree=None, out_weak=None, name="jaxpr"):
+    self.params, self.outs = tuple(params), tuple(outs)
+    self.in_tree, self.out_tree, self.name = in_tree, out_tree, name
+    self.out_weak = tuple(out_weak) if out_weak is not None else (False,) * len(self.outs)
+    self._key = None
+
+  @property
+  def in_avals(self) -> tuple: return tuple((p.shape, p.dtype) for p in self.params)
+  @property
+  def out_avals(self) -> tuple: return tuple((o.shape, o.dtype) for o in self.outs)
+
+  @property
+  def key(self) -> str:
+    """Content hash, independent of which trace made the PARAMs (so equal functions share caches)."""
+    if self._key is None:
+      canon = {p: UOp(Ops.PARAM, p.dtype, (), (p.arg[0], p.arg[1], 0)) for p in self.params}
+      outs = substitute(list(self.outs), canon)
+      text = "|".join([p.key for p in canon.values()] + [o.key for o in outs] + [str(self.out_weak)])
+      self._key = hashlib.sha256(text.encode()).hexdigest()[:32]
+    return self._key
+
+  def __call__(self, *args: UOp) -> list[UOp]:
+    """Inline: the output nodes with `args` (UOps, one per param) in place of the PARAMs."""
+    if len(args) != len(self.params):
+      raise TypeError(f"{self.name} takes {len(self.params)} inputs, got {len(args)}")
+    return substitute(list(self.outs), dict(zip(self.params, args)))
+
+  def __str__(self): return pretty(self)
+  def __repr__(self): return pretty(self)
+  def _repr_pretty_(self, p, cycle): p.text(pretty(self))
+
+# --- avals of Python values ---
+def aval_of(x, path: str = "argument") -> tuple:
+  """(shape, dtype, weak) of an array-like argument, with a clear error for anything else."""
+  if isinstance(x, Array): return x.aval
+  if isinstance(x, (bool, int, float, np.bool_)) and not isinstance(x, np.ndarray):
+    if isinstance(x, (np.number, np.bool_)): return ((), dtypes.to_dtype(np.asarray(x).dtype), False)
+    return ((), dtypes.python_scalar_dtype(x), True)
+  if isinstance(x, (np.ndarray, np.number)): return (tuple(x.shape), dtypes.to_dtype(x.dtype, path), False)
+  raise TypeError(f"{path}: {type(x).__name__} is not a valid array argument; pass a tinyjx Array, a numpy array "
+                  "or a Python scalar (or mark it static with static_argnums/static_argnames)")
+
+def arg_paths(fun, args: tuple, kwargs: dict | None = None, skip=()) -> list[str]:
+  """Readable names of the flat leaves of (args, kwargs) using `fun`'s parameter names; `skip` drops static args."""
+  try:
+    names = [n for n, p in inspect.signature(fun).parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+  except (TypeError, ValueError):
+    names = []
+  out = []
+  for i, a in enumerate(args):
+    if i in skip: continue
+    head = names[i] if i < len(names) else f"args[{i}]"
+    out += [head + tree_util.keystr(tuple(path)) for path, _ in tree_util.tree_flatten_with_path(a)[0]]
+  for k in sorted(kwargs or {}):
+    out += [k + tree_util.keystr(tuple(path)) for path, _ in tree_util.tree_flatten_with_path(kwargs[k])[0]]
+  return out
+
+# --- tracing ---
+def new_params(avals, name: str, paths=None, fix: str | None = None) -> tuple[list[UOp], int]:
+  """Fresh PARAM leaves for `avals` under a new trace; returns them and the trace id."""
+  tid = fresh_id()
+  traces[tid] = Trace(name, list(paths or [f"argument {i}" for i in range(len(avals))]))
+  if fix: traces[tid].fix = fix
+  return [UOp(Ops.PARAM, dt, (), (i, tuple(shape), tid)) for i, (shape, dt, *_) in enumerate(avals)], tid
+
+def to_out_uop(x, path: str) -> tuple[UOp, bool]:
+  """The node and weak flag of a function output (an Array, a numpy array or a Python scalar)."""
+  if isinstance(x, Array): return x.uop, x.weak
+  from tinyjx import numpy as jnp
+  shape, dt, weak = aval_of(x, path)
+  return jnp.asarray(x).uop, weak
+
+def trace_flat(fun, avals, name: str, paths=None, fix: str | None = None) -> Jaxpr:
+  """Trace `fun(*flat_arrays) -> pytree of arrays` at the given avals; the jaxpr records the output tree."""
+  params, tid = new_params(avals, name, paths, fix)
+  try:
+    out = fun(*[Array(p, a[2] if len(a) > 2 else False) for p, a in zip(params, avals)])
+    leaves, out_tree = tree_util.tree_flatten(out)
+    pairs = [to_out_uop(x, f"output {i} of {name}") for i, x in enumerate(leaves)]
+  finally:
+    traces[tid].alive = False
+  return Jaxpr(params, [p[0] for p in pairs], None, out_tree, [p[1] for p in pairs], name)
+
+def trace(fun, args: tuple, kwargs: dict | None = None, name: str | None = None, paths=None) -> Jaxpr:
+  """Trace `fun(*args, **kwargs)` with a PARAM for each array leaf of the arguments."""
+  kwargs = kwargs or {}
+  name = name or f"trace({getattr(fun, '__name__', 'fun')})"
+  leaves, in_tree = tree_util.tree_flatten((tuple(args), kwargs))
+  paths = paths or arg_paths(fun, args, kwargs)
+  avals = [aval_of(x, p) for x, p in zip(leaves, paths)]
+  def flat_fun(*flat):
+    a, kw = tree_util.tree_unflatten(in_tree, list(flat))
+    return fun(*a, **kw)
+  jaxpr = trace_flat(flat_fun, avals, name, paths)
+  jaxpr.in_tree = in_tree
+  return jaxpr
+
+def make_jaxpr(fun, static_argnums=(), return_shape=False):
+  """`make_jaxpr(f)(*args)`: the jaxpr of `f` at the avals of `args`, printable in JAX's style.
+
+  >>> import tinyjx, tinyjx.numpy as jnp
+  >>> print(tinyjx.make_jaxpr(lambda x: jnp.sin(x) * 2.0)(jnp.ones(3)))  # doctest: +SKIP
+  { lambda ; a:f32[3]. let b:f32[3] = sin a; c:f32[3] = mul b 2.0:f32[] ... }
+  """
+  static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+  @functools.wraps(fun)
+  def make(*args, **kwargs):
+    fixed = {i: args[i] for i in static}
+    dyn = tuple(a for i, a in enumerate(args) if i not in fixed)
+    def f(*dargs, **kw):
+      it = iter(dargs)
+      return fun(*[fixed[i] if i in fixed else next(it) for i in range(len(args))], **kw)
+    paths = arg_paths(fun, args, kwargs, skip=fixed)
+    jaxpr = trace(f, dyn, kwargs, name=f"make_jaxpr({getattr(fun, '__name__', 'fun')})", paths=paths)
+    if return_shape:
+      from tinyjx.numpy import ShapeDtypeStruct
+      shapes = [ShapeDtypeStruct(o.shape, o.dtype) for o in jaxpr.outs]
+      return jaxpr, tree_util.tree_unflatten(jaxpr.out_tree, shapes)
+    return jaxpr
+  return make
+
+# --- printing ---
+PRIM_NAMES = {
+  Ops.ADD: 'add', Ops.SUB: 'sub', Ops.MUL: 'mul', Ops.DIV: 'div', Ops.REM: 'rem', Ops.POW: 'pow', Ops.MAX: 'max',
+  Ops.MIN: 'min', Ops.ATAN2: 'atan2', Ops.AND: 'and', Ops.OR: 'or', Ops.XOR: 'xor', Ops.SHL: 'shift_left',
+  Ops.SHR: 'shift_right', Ops.CMPLT: 'lt', Ops.CMPLE: 'le', Ops.CMPEQ: 'eq', Ops.CMPNE: 'ne', Ops.NEG: 'neg',
+  Ops.NOT: 'not', Ops.RECIP: 'reciprocal', Ops.WHERE: 'select_n', Ops.CAST: 'convert_element_type',
+  Ops.BITCAST: 'bitcast_convert_type', Ops.RESHAPE: 'reshape', Ops.PERMUTE: 'transpose', Ops.EXPAND: 'broadcast',
+  Ops.PAD: 'pad', Ops.SHRINK: 'slice', Ops.FLIP: 'rev', Ops.DOT_GENERAL: 'dot_general', Ops.GATHER: 'gather',
+  Ops.SCATTER: 'scatter', Ops.ARGSORT: 'argsort', Ops.IOTA: 'iota', Ops.TAG: 'tag', Ops.GETITEM: 'getitem',
+}
+_REDUCE_NAMES = {Ops.ADD: 'sum', Ops.MUL: 'prod', Ops.MAX: 'max', Ops.MIN: 'min'}
+
+def prim_name(u: UOp) -> str:
+  if u.op is Ops.REDUCE: return 'reduce_' + _REDUCE_NAMES[u.arg[0]]
+  if u.op is Ops.CUMULATIVE: return 'cum' + _REDUCE_NAMES[u.arg[0]]
+  return PRIM_NAMES.get(u.op, u.op.name.lower())
+
+def aval_str(u: UOp) -> str:
+  if u.op in GroupOp.MultiOutput: return "(" + ", ".join(f"{d.short}[{','.join(map(str, s))}]" for s, d in _avals(u)) + ")"
+  return f"{u.dtype.short}[{','.join(map(str, u.shape))}]"
+
+def _avals(u):
+  from tinyjx.uop import out_avals
+  return out_avals(u)
+
+def _params_text(u: UOp) -> str:
+  if u.arg is None or u.op in (Ops.TAG,) or u.op in GroupOp.Leaf - {Ops.IOTA}: return ""
+  if u.op is Ops.CAST: return f"[new_dtype={u.dtype}]"
+  if u.op is Ops.REDUCE: return f"[axes={u.arg[1]}]"
+  if u.op is Ops.CUMULATIVE: return f"[axis={u.arg[1]} reverse={u.arg[2]}]"
+  names = {Ops.RESHAPE: 'new_sizes', Ops.PERMUTE: 'permutation', Ops.EXPAND: 'shape', Ops.PAD: 'padding_config',
+           Ops.SHRINK: 'bounds', Ops.FLIP: 'dimensions', Ops.DOT_GENERAL: 'dimension_numbers', Ops.SCATTER: 'mode',
+           Ops.GETITEM: 'index'}
+  if u.op in names: return f"[{names[u.op]}={u.arg}]"
+  if u.op is Ops.IOTA: return f"[shape={u.arg[0]} dimension={u.arg[1]}]"
+  if u.op is Ops.ARGSORT: return f"[dimension={u.arg[0]} descending={u.arg[1]}]"
+  if hasattr(u.arg, 'pretty_params'): return u.arg.pretty_params()
+  return f"[{_arg_text(u.arg)}]"
+
+def _var_names():
+  i = 0
+  while True:
+    n, s = i, ""
+    while True:
+      s = chr(ord('a') + n % 26) + s
+      n = n // 26 - 1
+      if n < 0: break
+    yield s
+    i += 1
+
+def pretty(jaxpr: Jaxpr, indent: int = 0) -> str:
+  """JAX-style text: `{ lambda consts ; params. let eqns in (outs) }`, one equation per line."""
+  names: dict = {}
+  gen = _var_names()
+  def name(u):
+    if u.op is Ops.CONST and u.shape == (): return f"{u.arg[0]!r}:{u.dtype.short}[]"
+    if u not in names: names[u] = next(gen)
+    return names[u]
+  nodes = toposort(list(jaxpr.outs))
+  params_set = set(jaxpr.params)
+  consts = [n for n in nodes if n.op is Ops.BUFFER or (n.op is Ops.PARAM and n not in params_set)]
+  head = " ".join(f"{name(c)}:{aval_str(c)}" for c in consts)
+  args = " ".join(f"{name(p)}:{aval_str(p)}" for p in jaxpr.params)
+  pad = " " * indent
+  lines = [f"{pad}{{ lambda {head}; {args}. let"]
+  for n in nodes:
+    if n in params_set or n in consts or (n.op is Ops.CONST and n.shape == ()): continue
+    if n.op is Ops.CONST:
+      lines.append(f"{pad}    {name(n)}:{aval_str(n)} = broadcast_in_dim[shape={n.shape}] {n.arg[0]!r}:{n.dtype.short}[]")
+      continue
+    rhs = " ".join(name(s) for s in n.src)
+    lines.append(f"{pad}    {name(n)}:{aval_str(n)} = {prim_name(n)}{_params_text(n)} {rhs}".rstrip())
+  outs = " ".join(name(o) for o in jaxpr.outs)
+  lines.append(f"{pad}  in ({outs}{',' if len(jaxpr.outs) == 1 else ''}) }}")
+  return "\n".join(lines)

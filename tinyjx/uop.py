@@ -1,0 +1,308 @@
+"""uop: the one IR of tinyjx. Every array expression, jaxpr and kernel is a graph of `UOp`s.
+
+A `UOp(op, dtype, src, arg)` is immutable and hash-consed: building the same node twice returns the
+same object, so structural equality is identity, common subexpressions are shared, and `uop.key` (a
+content hash) keys every cache. Array values go in `src`, static metadata in `arg` (always hashable).
+Leaves carry their shape in `arg`; every other node's shape comes from `shape_rules`, one rule per op.
+
+Invariants the rest of tinyjx relies on:
+- elementwise ops take operands of one shape (the API layer broadcasts with RESHAPE/EXPAND first);
+- binary ALU ops take operands of one dtype (the API layer promotes with CAST first), except WHERE's
+  condition (bool) and the shifts;
+- REDUCE removes its axes (as `lax.reduce`), and axes are sorted tuples of non-negative ints.
+
+This module imports nothing else of tinyjx but dtypes.
+"""
+from __future__ import annotations
+import enum, hashlib, itertools, math, weakref
+from typing import Callable
+from tinyjx import dtypes
+from tinyjx.dtypes import DType
+
+class Ops(enum.Enum):
+  # leaves: PARAM arg=(slot, shape, trace_id), BUFFER arg=(uid, shape, device), CONST arg=(value, shape),
+  # IOTA arg=(shape, axis) counts 0.. along one axis
+  PARAM = enum.auto(); BUFFER = enum.auto(); CONST = enum.auto(); IOTA = enum.auto()
+  # identity with a unique arg: marks a differentiated input of grad/vjp/jvp (arg = tag id)
+  TAG = enum.auto()
+  # unary ALU
+  NEG = enum.auto(); NOT = enum.auto(); EXP = enum.auto(); LOG = enum.auto(); EXPM1 = enum.auto()
+  LOG1P = enum.auto(); SIN = enum.auto(); COS = enum.auto(); TAN = enum.auto(); ASIN = enum.auto()
+  ACOS = enum.auto(); ATAN = enum.auto(); SINH = enum.auto(); COSH = enum.auto(); TANH = enum.auto()
+  SQRT = enum.auto(); RECIP = enum.auto(); ABS = enum.auto(); SIGN = enum.auto(); FLOOR = enum.auto()
+  CEIL = enum.auto(); ROUND = enum.auto(); TRUNC = enum.auto(); ERF = enum.auto()
+  CAST = enum.auto(); BITCAST = enum.auto()   # target dtype is the node's dtype
+  # binary ALU (DIV: true division on floats, C division (toward zero) on ints; REM: C remainder)
+  ADD = enum.auto(); SUB = enum.auto(); MUL = enum.auto(); DIV = enum.auto(); REM = enum.auto()
+  POW = enum.auto(); MAX = enum.auto(); MIN = enum.auto(); ATAN2 = enum.auto()
+  AND = enum.auto(); OR = enum.auto(); XOR = enum.auto(); SHL = enum.auto(); SHR = enum.auto()
+  CMPLT = enum.auto(); CMPLE = enum.auto(); CMPEQ = enum.auto(); CMPNE = enum.auto()
+  # ternary ALU: WHERE(cond, a, b)
+  WHERE = enum.auto()
+  # reductions: REDUCE arg=(alu op ADD|MUL|MAX|MIN, axes); CUMULATIVE arg=(alu op, axis, reverse)
+  REDUCE = enum.auto(); CUMULATIVE = enum.auto()
+  # movement (views): RESHAPE arg=shape, PERMUTE arg=perm, EXPAND arg=shape (size-1 dims grow),
+  # PAD arg=((lo, hi), ...) with zeros, SHRINK arg=((start, stop), ...), FLIP arg=axes
+  RESHAPE = enum.auto(); PERMUTE = enum.auto(); EXPAND = enum.auto(); PAD = enum.auto()
+  SHRINK = enum.auto(); FLIP = enum.auto()
+  # array-level ops kept whole:
+  # DOT_GENERAL arg=((lhs_contract, rhs_contract), (lhs_batch, rhs_batch)), output batch+lhs free+rhs free
+  # GATHER(x, idx): x[idx] along axis 0, shape idx.shape + x.shape[1:], indices clamped into range
+  # SCATTER(x, idx, upd) arg=mode ('add','set','mul','min','max'): x[idx] <mode>= upd, out-of-range dropped
+  # ARGSORT arg=(axis, descending): a stable sort's permutation, int32
+  DOT_GENERAL = enum.auto(); GATHER = enum.auto(); SCATTER = enum.auto(); ARGSORT = enum.auto()
+  # multi-output nodes (arg holds their sub-jaxprs and output avals) and the node that picks one output
+  COND = enum.auto(); WHILE = enum.auto(); SCAN = enum.auto(); GETITEM = enum.auto()
+  CUSTOM_JVP = enum.auto(); CUSTOM_VJP = enum.auto(); CHECKPOINT = enum.auto()
+  # collectives (arg starts with the axis name)
+  PSUM = enum.auto(); PMAX = enum.auto(); PMIN = enum.auto(); ALL_GATHER = enum.auto(); PPERMUTE = enum.auto()
+  ALL_TO_ALL = enum.auto(); PSUM_SCATTER = enum.auto(); AXIS_INDEX = enum.auto()
+  # kernel level, only after lowering (tinyjx/lower owns their meaning)
+  SINK = enum.auto(); KERNEL = enum.auto(); DEFINE_GLOBAL = enum.auto(); DEFINE_ACC = enum.auto()
+  RANGE = enum.auto(); ENDRANGE = enum.auto(); INDEX = enum.auto(); LOAD = enum.auto(); STORE = enum.auto()
+  ASSIGN = enum.auto(); SPECIAL = enum.auto(); VECTORIZE = enum.auto(); GEP = enum.auto(); NOOP = enum.auto()
+
+  def __repr__(self): return f"Ops.{self.name}"
+
+class GroupOp:
+  Leaf = {Ops.PARAM, Ops.BUFFER, Ops.CONST, Ops.IOTA}
+  Unary = {Ops.NEG, Ops.NOT, Ops.EXP, Ops.LOG, Ops.EXPM1, Ops.LOG1P, Ops.SIN, Ops.COS, Ops.TAN, Ops.ASIN,
+           Ops.ACOS, Ops.ATAN, Ops.SINH, Ops.COSH, Ops.TANH, Ops.SQRT, Ops.RECIP, Ops.ABS, Ops.SIGN,
+           Ops.FLOOR, Ops.CEIL, Ops.ROUND, Ops.TRUNC, Ops.ERF}
+  Cast = {Ops.CAST, Ops.BITCAST}
+  Comparison = {Ops.CMPLT, Ops.CMPLE, Ops.CMPEQ, Ops.CMPNE}
+  Binary = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.DIV, Ops.REM, Ops.POW, Ops.MAX, Ops.MIN, Ops.ATAN2, Ops.AND, Ops.OR,
+            Ops.XOR, Ops.SHL, Ops.SHR} | Comparison
+  Ternary = {Ops.WHERE}
+  Elementwise = Unary | Cast | Binary | Ternary
+  Movement = {Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP}
+  Reduce = {Ops.REDUCE, Ops.CUMULATIVE}
+  MultiOutput = {Ops.COND, Ops.WHILE, Ops.SCAN, Ops.CUSTOM_JVP, Ops.CUSTOM_VJP, Ops.CHECKPOINT}
+  Collective = {Ops.PSUM, Ops.PMAX, Ops.PMIN, Ops.ALL_GATHER, Ops.PPERMUTE, Ops.ALL_TO_ALL, Ops.PSUM_SCATTER,
+                Ops.AXIS_INDEX}
+  Kernel = {Ops.SINK, Ops.KERNEL, Ops.DEFINE_GLOBAL, Ops.DEFINE_ACC, Ops.RANGE, Ops.ENDRANGE, Ops.INDEX, Ops.LOAD,
+            Ops.STORE, Ops.ASSIGN, Ops.SPECIAL, Ops.VECTORIZE, Ops.GEP, Ops.NOOP}
+  Commutative = {Ops.ADD, Ops.MUL, Ops.MAX, Ops.MIN, Ops.AND, Ops.OR, Ops.XOR, Ops.CMPEQ, Ops.CMPNE}
+  # ops whose output is integral or boolean whatever the input: no gradient flows through them
+  NonDifferentiable = Comparison | {Ops.NOT, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.SIGN, Ops.FLOOR,
+                                    Ops.CEIL, Ops.ROUND, Ops.TRUNC, Ops.ARGSORT, Ops.IOTA, Ops.BITCAST}
+
+class ShapeError(ValueError):
+  pass
+
+_uid = itertools.count(1)
+def fresh_id() -> int:
+  """A process-unique int: the `arg` that gives a node identity (a grad target, a buffer, a trace)."""
+  return next(_uid)
+
+def _intern_key(op, dtype, src, arg):
+  # floats that compare equal but differ (0.0 and -0.0) must not share a node; NaN compares unequal to
+  # itself, so a NaN constant is keyed by its repr to stay hash-consed
+  if op is Ops.CONST and isinstance(arg[0], float): arg = (repr(arg[0]), arg[1], 'f')
+  return (op, dtype, src, arg)
+
+class UOp:
+  """One immutable, hash-consed IR node. Construct with `UOp(op, dtype, src, arg)`."""
+  __slots__ = ('op', 'dtype', 'src', 'arg', '_shape', '_key', '_flags', '__weakref__')
+  _cache: 'weakref.WeakValueDictionary' = weakref.WeakValueDictionary()
+
+  def __new__(cls, op: Ops, dtype: DType, src: tuple = (), arg=None):
+    src = tuple(src)
+    k = _intern_key(op, dtype, src, arg)
+    if (hit := UOp._cache.get(k)) is not None: return hit
+    self = object.__new__(cls)
+    object.__setattr__(self, 'op', op); object.__setattr__(self, 'dtype', dtype)
+    object.__setattr__(self, 'src', src); object.__setattr__(self, 'arg', arg)
+    for s in ('_shape', '_key', '_flags'): object.__setattr__(self, s, None)
+    UOp._cache[k] = self
+    return self
+
+  def __setattr__(self, name, value): raise AttributeError(f"UOp is immutable; use .replace({name}=...)")
+  def __reduce__(self): return (UOp, (self.op, self.dtype, self.src, self.arg))
+  def replace(self, **kw) -> 'UOp':
+    """A node like this one with some of op, dtype, src, arg changed."""
+    return UOp(kw.get('op', self.op), kw.get('dtype', self.dtype), kw.get('src', self.src), kw.get('arg', self.arg))
+
+  # --- derived facts, computed once per node ---
+  @property
+  def shape(self) -> tuple:
+    if self._shape is None: object.__setattr__(self, '_shape', tuple(shape_rules[self.op](self)))
+    return self._shape
+  @property
+  def ndim(self) -> int: return len(self.shape)
+  @property
+  def size(self) -> int: return math.prod(self.shape)
+
+  @property
+  def key(self) -> str:
+    """Content hash of the whole graph below this node (hex sha256 prefix): the key for every cache."""
+    if self._key is None:
+      h = hashlib.sha256(f"{self.op.name}|{self.dtype}|{_arg_text(self.arg)}".encode())
+      for s in self.src: h.update(s.key.encode())
+      object.__setattr__(self, '_key', h.hexdigest()[:32])
+    return self._key
+
+  @property
+  def flags(self) -> frozenset:
+    """Leaf kinds reachable from here ('PARAM', 'TAG', 'BUFFER' ...): concreteness and tag checks are O(1)."""
+    if self._flags is None:
+      own = {self.op.name} if self.op in (Ops.PARAM, Ops.TAG, Ops.BUFFER) or self.op in GroupOp.Collective else set()
+      for s in self.src: own |= s.flags
+      for sub in _sub_jaxpr_outs(self): own |= sub.flags - {'PARAM'}
+      object.__setattr__(self, '_flags', frozenset(own))
+    return self._flags
+  @property
+  def is_concrete(self) -> bool: return 'PARAM' not in self.flags and 'AXIS_INDEX' not in self.flags
+
+  def toposort(self) -> list['UOp']: return toposort([self])
+  def substitute(self, mapping: dict) -> 'UOp': return substitute([self], mapping)[0]
+
+  def __repr__(self):
+    shape = '' if self.op in GroupOp.MultiOutput else f" {self.shape}"
+    return f"UOp({self.op.name}, {self.dtype}{shape}, arg={_arg_text(self.arg)}, nsrc={len(self.src)})"
+
+  # --- small constructors used everywhere ---
+  @staticmethod
+  def const(value, dtype: DType, shape: tuple = ()) -> 'UOp':
+    return UOp(Ops.CONST, dtype, (), (normalize_scalar(value, dtype), tuple(shape)))
+  def alu(self, op: Ops, *others: 'UOp') -> 'UOp':
+    out = dtypes.bool_ if op in GroupOp.Comparison else self.dtype
+    return UOp(op, out, (self,) + others)
+  def cast(self, dtype: DType) -> 'UOp': return self if dtype is self.dtype else UOp(Ops.CAST, dtype, (self,))
+  def reshape(self, shape) -> 'UOp': return self if tuple(shape) == self.shape else UOp(Ops.RESHAPE, self.dtype, (self,), tuple(shape))
+  def permute(self, perm) -> 'UOp':
+    return self if tuple(perm) == tuple(range(self.ndim)) else UOp(Ops.PERMUTE, self.dtype, (self,), tuple(perm))
+  def expand(self, shape) -> 'UOp': return self if tuple(shape) == self.shape else UOp(Ops.EXPAND, self.dtype, (self,), tuple(shape))
+  def pad(self, pads) -> 'UOp':
+    pads = tuple((int(a), int(b)) for a, b in pads)
+    return self if all(p == (0, 0) for p in pads) else UOp(Ops.PAD, self.dtype, (self,), pads)
+  def shrink(self, bounds) -> 'UOp':
+    bounds = tuple((int(a), int(b)) for a, b in bounds)
+    return self if bounds == tuple((0, s) for s in self.shape) else UOp(Ops.SHRINK, self.dtype, (self,), bounds)
+  def flip(self, axes) -> 'UOp': return self if not axes else UOp(Ops.FLIP, self.dtype, (self,), tuple(sorted(axes)))
+  def reduce(self, op: Ops, axes) -> 'UOp':
+    axes = tuple(sorted(axes))
+    return self if not axes else UOp(Ops.REDUCE, self.dtype, (self,), (op, axes))
+  def broadcast_to(self, shape) -> 'UOp':
+    """Numpy-style broadcast: prepend size-1 dims, then expand them."""
+    shape = tuple(shape)
+    x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape)
+    return x.expand(shape)
+
+def normalize_scalar(value, dtype: DType):
+  """The Python scalar `value` becomes as stored in `dtype` (ints wrap, floats round), so args hash stably."""
+  import numpy as np
+  if dtype.kind == 'b': return bool(value)
+  if dtype.kind in 'iu':
+    if isinstance(value, float): value = math.trunc(value) if math.isfinite(value) else 0
+    bits = dtype.itemsize * 8
+    v = int(value) & ((1 << bits) - 1)
+    return v - (1 << bits) if dtype.kind == 'i' and v >= 1 << (bits - 1) else v
+  if dtype is dtypes.bfloat16: return float(dtypes.round_bf16(np.array([value], np.float32))[0])
+  with np.errstate(over='ignore'):
+    return float(dtype.np.type(value))
+
+def _arg_text(arg) -> str:
+  if isinstance(arg, Ops): return arg.name
+  if isinstance(arg, tuple): return "(" + ",".join(_arg_text(a) for a in arg) + ")"
+  if isinstance(arg, float): return repr(arg)
+  key = getattr(arg, 'key', None)
+  if isinstance(key, str): return key
+  return repr(arg) if not callable(arg) else f"{getattr(arg, '__module__', '')}.{getattr(arg, '__qualname__', arg)}"
+
+def _sub_jaxpr_outs(u: UOp) -> tuple:
+  """Output nodes of the sub-jaxprs a control-flow or custom-rule node holds (found by duck typing in arg)."""
+  if u.op not in GroupOp.MultiOutput: return ()
+  subs = u.arg if isinstance(u.arg, tuple) else (u.arg,)
+  return tuple(o for a in subs if hasattr(a, 'outs') and hasattr(a, 'params') for o in a.outs)
+
+def toposort(roots) -> list[UOp]:
+  """All nodes reachable from `roots`, each after its sources (iterative, so deep graphs do not recurse)."""
+  seen, order = set(), []
+  for root in roots:
+    stack = [(root, False)]
+    while stack:
+      node, expanded = stack.pop()
+      if expanded: order.append(node); continue
+      if node in seen: continue
+      seen.add(node)
+      stack.append((node, True))
+      stack.extend((s, False) for s in reversed(node.src) if s not in seen)
+  return order
+
+def substitute(roots, mapping: dict) -> list[UOp]:
+  """Rebuild `roots` with each key of `mapping` replaced by its value (sources first, shared nodes once)."""
+  if not mapping: return list(roots)
+  new: dict = dict(mapping)
+  for node in toposort(roots):
+    if node in new: continue
+    src = tuple(new.get(s, s) for s in node.src)
+    new[node] = node if src == node.src else node.replace(src=src)
+  return [new[r] for r in roots]
+
+# --- shape rules: one per array-level op; they also validate what reaches the IR ---
+def _same_shape(u: UOp) -> tuple:
+  shapes = {s.shape for s in u.src}
+  if len(shapes) != 1: raise ShapeError(f"{u.op.name}: operand shapes differ: {[s.shape for s in u.src]}")
+  return u.src[0].shape
+
+def _reshape_rule(u):
+  if math.prod(u.arg) != u.src[0].size:
+    raise ShapeError(f"cannot reshape array of shape {u.src[0].shape} (size {u.src[0].size}) "
+                     f"into shape {u.arg} (size {math.prod(u.arg)})")
+  return u.arg
+
+def _expand_rule(u):
+  s = u.src[0].shape
+  if len(s) != len(u.arg) or any(a != b and a != 1 for a, b in zip(s, u.arg)):
+    raise ShapeError(f"EXPAND: cannot expand shape {s} to {u.arg} (only size-1 dims grow, rank stays)")
+  return u.arg
+
+def _reduce_rule(u):
+  axes = u.arg[1]
+  return tuple(s for i, s in enumerate(u.src[0].shape) if i not in axes)
+
+def _dot_general_rule(u):
+  (lc, rc), (lb, rb) = u.arg
+  a, b = u.src[0].shape, u.src[1].shape
+  if [a[i] for i in lc] != [b[i] for i in rc] or [a[i] for i in lb] != [b[i] for i in rb]:
+    raise ShapeError(f"dot_general: contracting or batch dims differ for shapes {a} and {b} (arg {u.arg})")
+  free_a = [d for i, d in enumerate(a) if i not in lc and i not in lb]
+  free_b = [d for i, d in enumerate(b) if i not in rc and i not in rb]
+  return tuple([a[i] for i in lb] + free_a + free_b)
+
+def _leaf_shape(u):
+  if u.op is Ops.PARAM or u.op is Ops.BUFFER: return u.arg[1]
+  if u.op is Ops.CONST: return u.arg[1]
+  return u.arg[0]  # IOTA
+
+def _getitem_rule(u):
+  avals = out_avals(u.src[0])
+  return avals[u.arg][0]
+
+def out_avals(u: UOp) -> tuple:
+  """The (shape, dtype) of each output of a multi-output node: its arg's `out_avals` attribute or entry."""
+  arg = u.arg
+  if hasattr(arg, 'out_avals'): return arg.out_avals
+  for a in (arg if isinstance(arg, tuple) else ()):
+    if hasattr(a, 'out_avals'): return a.out_avals
+  raise TypeError(f"{u.op.name} node does not record its output avals")
+
+shape_rules: dict[Ops, Callable[[UOp], tuple]] = {
+  **{op: _leaf_shape for op in GroupOp.Leaf},
+  Ops.TAG: lambda u: u.src[0].shape,
+  **{op: _same_shape for op in GroupOp.Elementwise},
+  Ops.REDUCE: _reduce_rule,
+  Ops.CUMULATIVE: lambda u: u.src[0].shape,
+  Ops.RESHAPE: _reshape_rule,
+  Ops.PERMUTE: lambda u: tuple(u.src[0].shape[i] for i in u.arg),
+  Ops.EXPAND: _expand_rule,
+  Ops.PAD: lambda u: tuple(s + lo + hi for s, (lo, hi) in zip(u.src[0].shape, u.arg)),
+  Ops.SHRINK: lambda u: tuple(hi - lo for lo, hi in u.arg),
+  Ops.FLIP: lambda u: u.src[0].shape,
+  Ops.DOT_GENERAL: _dot_general_rule,
+  Ops.GATHER: lambda u: u.src[1].shape + u.src[0].shape[1:],
+  Ops.SCATTER: lambda u: u.src[0].shape,
+  Ops.ARGSORT: lambda u: u.src[0].shape,
+  Ops.GETITEM: _getitem_rule,
+}
