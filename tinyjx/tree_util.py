@@ -415,7 +415,8 @@ class _Mismatch(Exception):
 
 def _describe(x) -> str:
   node = _node_of(type(x))
-  text = repr(x)
+  try: text = repr(x)
+  except Exception: text = '<no repr>'  # a tracer may refuse; the message must still come out
   text = text if len(text) <= 60 else text[:57] + '...'
   return f'{"" if node else "a leaf of type "}{type(x).__name__} {text}'
 
