@@ -9,6 +9,15 @@ from tinyjx.array import Array, ConcretizationError, UnexpectedTracerError  # no
 from tinyjx import devices as _devices  # noqa: F401  (registers the realize hook)
 from tinyjx import tree_util  # noqa: F401
 from tinyjx import numpy  # noqa: F401
+from tinyjx import lax, nn  # noqa: F401
+from tinyjx import random  # noqa: F401
 from tinyjx.tracing import make_jaxpr  # noqa: F401
+from tinyjx import counters  # noqa: F401
+from tinyjx.transforms.jit import jit, disable_jit, eval_shape, block_until_ready, device_put  # noqa: F401
+from tinyjx.numpy import ShapeDtypeStruct  # noqa: F401
+from tinyjx.transforms.batching import vmap  # noqa: F401
+from tinyjx.transforms.ad import (grad, value_and_grad, vjp, jvp, linearize, jacfwd, jacrev, jacobian,  # noqa: F401
+                                  hessian)
+from tinyjx.transforms.custom import custom_vjp, custom_jvp, checkpoint, remat  # noqa: F401
 
 __version__ = "0.1.0"

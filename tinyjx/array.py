@@ -165,7 +165,8 @@ class Array:
     if not self.uop.is_concrete:
       return f"Traced<{self.dtype.short}[{','.join(map(str, self.shape))}]>"
     body = np.array2string(np.asarray(self), separator=', ', prefix='Array(')
-    return f"Array({body}, dtype={self.dtype})"
+    shape = f"shape={self.shape}, " if self.size == 0 else ""   # as JAX: Array([], shape=(2, 0), dtype=float32)
+    return f"Array({body}, {shape}dtype={self.dtype}{', weak_type=True' if self.weak else ''})"
   def __str__(self):
     return repr(self) if not self.uop.is_concrete else str(np.asarray(self))
   def __format__(self, spec):
@@ -246,7 +247,7 @@ METHOD_NAMES = ('sum', 'prod', 'max', 'min', 'mean', 'var', 'std', 'argmax', 'ar
                 'round', 'dot', 'take', 'sort', 'argsort', 'repeat', 'nonzero', 'copy', 'diagonal', 'trace')
 
 def _method(name):
-  def method(self, *args, **kwargs): return getattr(api, '_method_' + name, getattr(api, name))(self, *args, **kwargs)
+  def method(self, *args, **kwargs): return (getattr(api, '_method_' + name, None) or getattr(api, name))(self, *args, **kwargs)
   method.__name__ = name
   method.__doc__ = f"Same as `jnp.{name}(x, ...)`."
   return method

@@ -43,7 +43,8 @@ bfloat16 = DType('bfloat16', 2, 'f', np.float32, 'bf16')
 
 def round_bf16(x: np.ndarray) -> np.ndarray:
   """Round float32 values to the nearest bfloat16 (ties to even), kept in float32 storage; NaN stays NaN."""
-  bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+  x = np.asarray(x, dtype=np.float32)
+  bits = np.ascontiguousarray(x).reshape(x.shape).view(np.uint32)   # (ascontiguousarray makes 0-d arrays 1-d)
   rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
   out = rounded.view(np.float32)
   return np.where(np.isnan(x), np.float32(np.nan), out).astype(np.float32)
@@ -87,47 +88,81 @@ def to_dtype(x, name: str = "dtype") -> DType:
   if npd is not None and npd in _FROM_NP: return canonicalize(_FROM_NP[npd])
   if isinstance(x, str) and x in NAMES: return canonicalize(NAMES[x])
   supported = ", ".join(d.name for d in ALL)
-  raise DTypeError(f"{name}={x!r} is not a supported dtype; tinyjx supports {supported} "
-                   "(complex and string types are not supported)")
+  shown = npd.name if npd is not None else repr(x)
+  raise DTypeError(f"{name}={shown} is not a supported dtype; tinyjx supports {supported} "
+                   "(complex, string and object types are not supported)")
 
 # --- the promotion lattice (JAX's "type promotion semantics") ---
-# Nodes: concrete dtypes plus the weak kinds 'i*' (Python int) and 'f*' (Python float).
+# Nodes: concrete dtypes plus the weak kinds 'i*' (Python int) and 'f*' (Python float). Edges go to the
+# next wider types. With 64-bit mode off, uint32 climbs to int32 instead of int64, as in JAX: no promotion
+# may form a 64-bit type from 32-bit inputs.
 _UP: dict = {
   'b': ['i*'], 'i*': ['u8', 'i8'], 'u8': ['i16', 'u16'], 'u16': ['i32', 'u32'], 'u32': ['i64', 'u64'],
   'u64': ['f*'], 'i8': ['i16'], 'i16': ['i32'], 'i32': ['i64'], 'i64': ['f*'],
   'f*': ['bf16', 'f16'], 'bf16': ['f32'], 'f16': ['f32'], 'f32': ['f64'], 'f64': [],
 }
+_UP_X32 = {**_UP, 'u32': ['i32', 'u64']}
 _NODE = {bool_: 'b', int8: 'i8', int16: 'i16', int32: 'i32', int64: 'i64', uint8: 'u8', uint16: 'u16',
          uint32: 'u32', uint64: 'u64', float16: 'f16', bfloat16: 'bf16', float32: 'f32', float64: 'f64'}
 _FROM_NODE = {v: k for k, v in _NODE.items()}
 
 @functools.lru_cache(None)
-def _ancestors(n: str) -> frozenset:
+def _ancestors(n: str, x64: bool) -> frozenset:
   out = {n}
-  for u in _UP[n]: out |= _ancestors(u)
+  for u in (_UP if x64 else _UP_X32)[n]: out |= _ancestors(u, x64)
   return frozenset(out)
 
 @functools.lru_cache(None)
-def _join(a: str, b: str) -> str:
-  common = _ancestors(a) & _ancestors(b)
-  return next(c for c in common if all(o in _ancestors(c) for o in common))
+def _join(a: str, b: str, x64: bool) -> str:
+  """The least upper bound of two lattice nodes: the common ancestor below every other common ancestor."""
+  common = _ancestors(a, x64) & _ancestors(b, x64)
+  return next(c for c in common if all(o in _ancestors(c, x64) for o in common))
 
 def _node(d: DType, weak: bool) -> str:
   if weak and d.kind in 'iu': return 'i*'
   if weak and d.kind == 'f': return 'f*'
   return _NODE[d]
 
-def promote(*typed: tuple[DType, bool]) -> tuple[DType, bool]:
-  """Join (dtype, weak) pairs on JAX's lattice; returns the result dtype (canonical) and whether it is weak."""
+def _join_all(typed) -> str:
+  x64 = x64_enabled()
   node = _node(*typed[0])
-  for d, w in typed[1:]: node = _join(node, _node(d, w))
+  for d, w in typed[1:]: node = _join(node, _node(d, w), x64)
+  return node
+
+def promote(*typed: tuple[DType, bool]) -> tuple[DType, bool]:
+  """Join (dtype, weak) pairs on JAX's lattice; returns the result dtype (canonical) and whether it is weak.
+
+  >>> promote((int8, False), (float32, True))   # int8 array + Python float
+  (dtypes.float32, True)
+  """
+  node = _join_all(typed)
   if node == 'i*': return default_int(), True
   if node == 'f*': return default_float(), True
   return canonicalize(_FROM_NODE[node]), False
 
+def _exact_dtype(x, name: str) -> tuple[DType, bool]:
+  """(dtype, weak) of a promote_types argument without canonicalizing; Python int and float are weak."""
+  if x is int: return int64, True
+  if x is float: return float64, True
+  if x is bool: return bool_, False
+  if isinstance(x, DType): return x, False
+  try:
+    npd = np.dtype(x)
+  except TypeError:
+    npd = None
+  if npd is not None and npd in _FROM_NP: return _FROM_NP[npd], False
+  if isinstance(x, str) and x in NAMES: return NAMES[x], False
+  return to_dtype(x, name), False
+
 def promote_types(a, b) -> DType:
-  """`jnp.promote_types`: the dtype both inputs promote to (neither is weak)."""
-  return promote((to_dtype(a, 'a'), False), (to_dtype(b, 'b'), False))[0]
+  """`jnp.promote_types`: the dtype both inputs promote to. As in JAX, the result is not canonicalized (64-bit
+  inputs give 64-bit results even with 64-bit mode off) and Python `int`/`float` count as weak types.
+
+  >>> promote_types('uint8', 'int8')
+  dtypes.int16
+  """
+  node = _join_all([_exact_dtype(a, 'a'), _exact_dtype(b, 'b')])
+  return {'i*': int64, 'f*': float64}.get(node) or _FROM_NODE[node]
 
 def python_scalar_dtype(x) -> DType:
   """The weak dtype a Python scalar gets: bool, the default int, or the default float."""
@@ -144,7 +179,7 @@ class finfo:
     if not is_float(self.dtype): raise DTypeError(f"finfo needs a float dtype, got {self.dtype}; use iinfo for integers")
     if self.dtype is bfloat16:
       self.bits, self.eps, self.max, self.tiny = 16, 2.0 ** -7, 3.3895313892515355e38, 2.0 ** -126
-      self.min, self.resolution, self.smallest_normal = -self.max, 0.01, self.tiny
+      self.min, self.resolution, self.smallest_normal = -self.max, 0.010009765625, self.tiny
       return
     fi = np.finfo(self.dtype.np)
     self.bits, self.eps, self.max, self.min, self.tiny = fi.bits, float(fi.eps), float(fi.max), float(fi.min), float(fi.tiny)

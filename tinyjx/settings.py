@@ -22,17 +22,26 @@ _process: dict = {}
 _local = threading.local()
 
 def _stack() -> list:
-  if not hasattr(_local, 'stack'): _local.stack = []
-  return _local.stack
+  try:
+    return _local.stack
+  except AttributeError:
+    _local.stack = []
+    return _local.stack
+
+_parsed: dict = {}   # (name, raw environment string) -> parsed value, so a read costs two dict lookups
 
 def get(name: str):
   """The current value of knob `name`: innermost Context, then process setting, then environment, then default."""
-  for frame in reversed(_stack()):
+  stack = _stack()
+  for frame in reversed(stack):
     if name in frame: return frame[name]
   if name in _process: return _process[name]
-  default, parse = KNOBS[name]
   env = os.environ.get(name)
-  return default if env is None else parse(env)
+  key = (name, env)
+  if key not in _parsed:
+    default, parse = KNOBS[name]
+    _parsed[key] = default if env is None else parse(env)
+  return _parsed[key]
 
 def set(name: str, value) -> None:  # noqa: A001 - mirrors jax.config.update
   """Set knob `name` for the whole process (like `jax.config.update(name, value)`)."""

@@ -213,7 +213,7 @@ def _arg_text(arg) -> str:
 def _sub_jaxpr_outs(u: UOp) -> tuple:
   """Output nodes of the sub-jaxprs a control-flow or custom-rule node holds (found by duck typing in arg)."""
   if u.op not in GroupOp.MultiOutput: return ()
-  subs = u.arg if isinstance(u.arg, tuple) else (u.arg,)
+  subs = getattr(u.arg, 'jaxprs', None) or (u.arg if isinstance(u.arg, tuple) else (u.arg,))
   return tuple(o for a in subs if hasattr(a, 'outs') and hasattr(a, 'params') for o in a.outs)
 
 def toposort(roots) -> list[UOp]:
@@ -305,4 +305,6 @@ shape_rules: dict[Ops, Callable[[UOp], tuple]] = {
   Ops.SCATTER: lambda u: u.src[0].shape,
   Ops.ARGSORT: lambda u: u.src[0].shape,
   Ops.GETITEM: _getitem_rule,
+  **{op: (lambda u: ()) for op in GroupOp.Kernel},   # kernel-level nodes are scalars
+  Ops.NOOP: lambda u: u.src[0].shape if u.src else (),   # at array level NOOP(x, 'stop_gradient') is an identity
 }

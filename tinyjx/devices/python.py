@@ -30,8 +30,9 @@ def _int_div(a, b, dt):
   safe = np.where(b == 0, 1, b).astype(a.dtype)
   if dtypes.is_unsigned(dt): q = a // safe
   else:
-    q = np.abs(a.astype(np.int64)) // np.abs(safe.astype(np.int64))
-    q = np.where((a < 0) != (safe < 0), -q, q).astype(a.dtype)
+    mag = lambda v: np.where(v < 0, np.uint64(0) - v.astype(np.uint64), v.astype(np.uint64))  # |INT64_MIN| fits
+    q = mag(a) // mag(safe)
+    q = np.where((a < 0) != (safe < 0), np.uint64(0) - q, q).astype(a.dtype)
   return np.where(b == 0, np.array(-1).astype(a.dtype), q).astype(a.dtype)
 
 def _rem(n: UOp, a, b):
@@ -58,12 +59,13 @@ def _cast(n: UOp, x):
   if to.kind == 'b': return x != 0
   if to.kind in 'iu' and x.dtype.kind == 'f':
     info = np.iinfo(to.np)
-    clipped = np.clip(np.nan_to_num(x.astype(np.float64), nan=0.0), info.min, info.max)
-    return np.trunc(clipped).astype(to.np)
+    clipped = np.trunc(np.clip(np.nan_to_num(x.astype(np.float64), nan=0.0), info.min, info.max))
+    top = clipped >= float(info.max)   # for 64-bit types float(max) is 2**63 or 2**64: saturate explicitly
+    return np.where(top, info.max, np.where(top, 0, clipped).astype(to.np)).astype(to.np)
   return x.astype(to.np)
 
 _erf = np.frompyfunc(math.erf, 1, 1)
-def _erf_rule(n, x): return _erf(x.astype(np.float64)).astype(np.float64).astype(x.dtype)
+def _erf_rule(n, x): return np.asarray(_erf(x.astype(np.float64)), dtype=np.float64).astype(x.dtype)
 
 UNARY = {
   Ops.NEG: lambda n, x: np.negative(x), Ops.EXP: lambda n, x: np.exp(x), Ops.LOG: lambda n, x: np.log(x),
@@ -163,7 +165,13 @@ python_rules: dict = {
   Ops.DOT_GENERAL: lambda n, a, b: dot_general_value(a, b, n.arg, n.dtype),
   Ops.GATHER: _gather, Ops.SCATTER: _scatter, Ops.ARGSORT: _argsort,
   Ops.GETITEM: lambda n, tup: tup[n.arg],
+  Ops.NOOP: lambda n, x: x,   # stop_gradient: an identity on values
+  **{op: (lambda n, *vals: _call(n.arg.jaxpr, vals)) for op in (Ops.CUSTOM_JVP, Ops.CUSTOM_VJP, Ops.CHECKPOINT)},
 }
+
+def _call(jaxpr, vals) -> tuple:
+  """Custom-rule and checkpoint nodes evaluate their primal sub-jaxpr (`arg.jaxpr`, one param per source)."""
+  return tuple(evaluate(list(jaxpr.outs), dict(zip(jaxpr.params, vals))))
 
 def _leaf(n: UOp, env: dict):
   if n.op is Ops.BUFFER: return array.buffers[n.arg[0]].numpy()
@@ -197,5 +205,25 @@ class PythonDevice(Device):
   def run_graph(self, roots):
     return [NumpyBuffer(self.name, np.ascontiguousarray(v).reshape(r.shape), r.dtype) for v, r in zip(evaluate(roots), roots)]
   def from_numpy(self, data: np.ndarray, dtype) -> NumpyBuffer: return NumpyBuffer(self.name, data, dtype)
+  def compile_jaxpr(self, jaxpr) -> 'PythonExecutable': return PythonExecutable(jaxpr, self.name)
+
+class PythonExecutable:
+  """The PYTHON device's Executable (what jit caches): it interprets the jaxpr with `evaluate` on every run.
+
+  `run(buffers)` binds one Buffer per jaxpr param and returns fresh NumpyBuffers (outputs are copied, so no
+  output aliases an input, a closed-over constant or an earlier call's output). `kernels` lists the
+  equations the interpreter steps through; `str(exe)` shows the jaxpr.
+  """
+  def __init__(self, jaxpr, device: str):
+    self.jaxpr, self.device = jaxpr, device
+    self.kernels = [line.strip() for line in str(jaxpr).splitlines()[1:-1]]
+  def run(self, bufs: list) -> list[NumpyBuffer]:
+    if len(bufs) != len(self.jaxpr.params):
+      raise TypeError(f"{self.jaxpr.name} takes {len(self.jaxpr.params)} input buffers, got {len(bufs)}")
+    vals = evaluate(list(self.jaxpr.outs), {p: b.numpy().reshape(p.shape) for p, b in zip(self.jaxpr.params, bufs)})
+    return [NumpyBuffer(self.device, np.array(v, order='C').reshape(o.shape), o.dtype)
+            for v, o in zip(vals, self.jaxpr.outs)]
+  def __str__(self): return f"PYTHON executable ({len(self.kernels)} interpreted equations):\n{self.jaxpr}"
+  __repr__ = __str__
 
 DEVICE_CLASS = PythonDevice

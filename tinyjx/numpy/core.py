@@ -15,10 +15,26 @@ from tinyjx.uop import UOp, Ops, ShapeError
 
 ArrayLike = "Array | np.ndarray | bool | int | float | list | tuple"
 
+__all__ = [
+  'asarray', 'array', 'astype', 'broadcast_shapes',
+  'add', 'subtract', 'multiply', 'maximum', 'minimum', 'true_divide', 'divide', 'floor_divide', 'mod', 'remainder',
+  'fmod', 'divmod', 'power', 'pow', 'float_power', 'negative', 'positive', 'reciprocal', 'exp', 'exp2', 'expm1', 'log',
+  'log2', 'log10', 'log1p', 'sqrt', 'rsqrt', 'cbrt', 'square', 'abs', 'absolute', 'fabs', 'sign', 'sin', 'cos', 'tan',
+  'arcsin', 'arccos', 'arctan', 'arctan2', 'sinh', 'cosh', 'tanh', 'arcsinh', 'arccosh', 'arctanh', 'asin', 'acos',
+  'atan', 'atan2', 'asinh', 'acosh', 'atanh', 'floor', 'ceil', 'trunc', 'fix', 'round', 'around', 'rint', 'clip',
+  'where', 'equal', 'not_equal', 'less', 'less_equal', 'greater', 'greater_equal', 'logical_and', 'logical_or',
+  'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'invert', 'bitwise_not', 'bitwise_invert',
+  'left_shift', 'right_shift', 'bitwise_left_shift', 'bitwise_right_shift', 'isnan', 'isinf', 'isfinite', 'isposinf',
+  'isneginf', 'nan_to_num', 'signbit', 'copysign', 'heaviside', 'hypot', 'deg2rad', 'rad2deg', 'radians', 'degrees',
+  'logaddexp', 'sinc', 'full', 'zeros', 'ones', 'full_like', 'zeros_like', 'ones_like',
+  'sum', 'prod', 'max', 'min', 'amax', 'amin', 'any', 'all', 'mean', 'var', 'std', 'argmax', 'argmin', 'cumsum',
+  'cumprod', 'cumulative_sum', 'cumulative_prod',
+]
+
 # --- conversion ---
 def _from_host(data: np.ndarray, dt: DType, device=None) -> Array:
   if dt is dtypes.bfloat16: data = dtypes.round_bf16(data.astype(np.float32))
-  data = np.ascontiguousarray(data.astype(dt.np, copy=False))
+  data = np.array(data, dtype=dt.np, order='C', copy=True)   # a copy: the caller may mutate its array later
   return Array(buffer_uop(devices.get(device).from_numpy(data, dt)))
 
 def _host_dtype(x) -> DType:
@@ -43,8 +59,10 @@ def asarray(x, dtype=None, copy=None, device=None) -> Array:
     return Array(UOp.const(x, dt))
   if isinstance(x, (list, tuple)) and builtins.any(isinstance(e, Array) for e in _flat(x)):
     from tinyjx.numpy.shape import stack
-    return stack([asarray(e, dt) for e in x])
+    out = stack([asarray(e, dt) for e in x])
+    return Array(out.uop, False)
   if isinstance(x, complex) or np.iscomplexobj(x): raise dtypes.DTypeError("complex values are not supported by tinyjx")
+  if isinstance(x, np.generic) and x.dtype.kind in 'biuf': return Array(UOp.const(x.item(), dt or _host_dtype(x)))
   if hasattr(x, '__jax_array__'): return asarray(x.__jax_array__(), dtype)
   target = dt or _host_dtype(x)
   return _from_host(np.asarray(x), target, device)
@@ -60,37 +78,47 @@ def array(x, dtype=None, copy=True, ndmin=0) -> Array:
   if out.ndim < ndmin: out = Array(out.uop.reshape((1,) * (ndmin - out.ndim) + out.shape), out.weak)
   return out
 
-def astype(x, dtype) -> Array:
-  """`x` converted to `dtype` (floats to ints truncate toward zero; NaN becomes 0)."""
+def astype(x, dtype, copy: bool = False, device=None) -> Array:
+  """`x` converted to `dtype`: floats to ints truncate toward zero and saturate, NaN becomes 0 (as XLA).
+
+  >>> astype(asarray([1.7, -1.7]), 'int32').tolist()
+  [1, -1]
+  """
   x = asarray(x)
-  return Array(x.uop.cast(dtypes.to_dtype(dtype)))
+  return Array(_cast_scalar_or(x, dtypes.to_dtype(dtype)))
 
 # --- promotion and broadcasting ---
 def promote(*xs) -> tuple[list[Array], DType, bool]:
   """Arrays for `xs`, all of their joined dtype (JAX's lattice, Python scalars weak)."""
   arrs = [asarray(x) for x in xs]
   dt, weak = dtypes.promote(*[(a.dtype, a.weak) for a in arrs])
-  return [a if a.dtype is dt else Array(_cast_scalar_or(a, dt), a.weak) for a in arrs], dt, weak
+  return [a if (a.dtype, a.weak) == (dt, weak) else Array(_cast_scalar_or(a, dt), weak) for a in arrs], dt, weak
 
 def _cast_scalar_or(a: Array, dt: DType) -> UOp:
   u = a.uop
   return UOp.const(u.arg[0], dt, u.shape) if u.op is Ops.CONST else u.cast(dt)
 
-def broadcast_shapes(*shapes, names=None) -> tuple:
-  """The numpy broadcast of `shapes`; the error names every shape (and argument, given `names`)."""
+def broadcast_shapes(*shapes, names=None, op: str | None = None) -> tuple:
+  """The numpy broadcast of `shapes`; the error names every shape (and argument, given `names`).
+
+  >>> broadcast_shapes((2, 1), (3,))
+  (2, 3)
+  """
+  shapes = [tuple(s) for s in shapes]
   nd = builtins.max((len(s) for s in shapes), default=0)
   out = []
   for i in range(-nd, 0):
     dims = {s[i] for s in shapes if len(s) >= -i} - {1}
     if len(dims) > 1:
       shown = ", ".join(f"{n}: {s}" for n, s in zip(names, shapes)) if names else ", ".join(map(str, shapes))
-      raise ValueError(f"incompatible shapes for broadcasting: {shown} (axis {i} has sizes {sorted(dims)}); "
+      raise ValueError(f"{op + ': ' if op else ''}incompatible shapes for broadcasting: {shown} (axis {i} has sizes "
+                       f"{sorted(dims)}); "
                        "align them with reshape or expand_dims")
     out.append(dims.pop() if dims else 1)
   return tuple(out)
 
-def broadcast_uops(arrs: list[Array], names=None) -> list[UOp]:
-  shape = broadcast_shapes(*[a.shape for a in arrs], names=names)
+def broadcast_uops(arrs: list[Array], names=None, op: str | None = None) -> list[UOp]:
+  shape = broadcast_shapes(*[a.shape for a in arrs], names=names, op=op)
   return [_broadcast_uop(a.uop, shape) for a in arrs]
 
 def _broadcast_uop(u: UOp, shape: tuple) -> UOp:
@@ -100,11 +128,14 @@ def _broadcast_uop(u: UOp, shape: tuple) -> UOp:
 def elementwise(op: Ops, *xs, out_dtype: DType | None = None, names=None) -> Array:
   """One elementwise primitive over promoted, broadcast operands."""
   arrs, dt, weak = promote(*xs)
-  srcs = broadcast_uops(arrs, names)
+  srcs = broadcast_uops(arrs, names, _OP_NAMES.get(op, op.name.lower()))
   if builtins.all(s.op is Ops.CONST for s in srcs): return _fold(op, srcs, weak)
   return Array(UOp(op, out_dtype or (dtypes.bool_ if op in _CMP else dt), tuple(srcs)), weak and out_dtype is None)
 
 _CMP = {Ops.CMPLT, Ops.CMPLE, Ops.CMPEQ, Ops.CMPNE}
+_OP_NAMES = {Ops.ADD: 'add', Ops.SUB: 'subtract', Ops.MUL: 'multiply', Ops.DIV: 'divide', Ops.REM: 'remainder',
+             Ops.POW: 'power', Ops.MAX: 'maximum', Ops.MIN: 'minimum', Ops.CMPLT: 'less', Ops.CMPLE: 'less_equal',
+             Ops.CMPEQ: 'equal', Ops.CMPNE: 'not_equal', Ops.AND: 'and', Ops.OR: 'or', Ops.XOR: 'xor'}
 
 def _fold(op: Ops, srcs: list[UOp], weak: bool) -> Array:
   """Constant-fold an op on CONST operands with the reference interpreter (keeps scalar math out of kernels)."""
@@ -119,22 +150,40 @@ def _fold(op: Ops, srcs: list[UOp], weak: bool) -> Array:
 def unary(op: Ops, x, float_only: bool = True) -> Array:
   """A unary primitive; `float_only` ops (exp, sin ...) promote integer and bool inputs to the default float."""
   x = asarray(x)
-  if float_only and not dtypes.is_float(x.dtype): x = Array(_cast_scalar_or(x, dtypes.default_float()), x.weak)
+  if float_only: x = _inexact(x)[0]
   if x.uop.op is Ops.CONST: return _fold(op, [x.uop], x.weak)
   return Array(UOp(op, x.dtype, (x.uop,)), x.weak)
 
-def _float_args(*xs):
+def _inexact(*xs) -> list[Array]:
+  """`xs` promoted together and then to a float type (ints and bool become the default float); weakness kept."""
   arrs, dt, weak = promote(*xs)
-  if not dtypes.is_float(dt): return promote(*[astype(a, dtypes.default_float()) for a in arrs])
-  return arrs, dt, weak
+  if dtypes.is_float(dt): return arrs
+  fdt = dtypes.default_float()
+  return [Array(_cast_scalar_or(a, fdt), weak) for a in arrs]
 
-def _binary_float(op: Ops, x, y) -> Array:
-  arrs, _, _ = _float_args(x, y)
-  return elementwise(op, *arrs)
+def _numeric(*xs) -> list[Array]:
+  """`xs` promoted together, with bool becoming the default int (JAX's promote_args_numeric)."""
+  arrs, dt, weak = promote(*xs)
+  if not dtypes.is_bool(dt): return arrs
+  return [Array(_cast_scalar_or(a, dtypes.default_int()), weak) for a in arrs]
+
+def _no_bool(name: str, *xs) -> None:
+  for x in xs:
+    if dtypes.is_bool(asarray(x).dtype):
+      raise TypeError(f"{name} does not accept bool arrays; cast with .astype(int) first (or use logical_not / "
+                      "logical_xor for booleans)")
+
+def _binary_float(op: Ops, x, y) -> Array: return elementwise(op, *_inexact(x, y))
 
 # --- elementwise functions ---
-def add(x, y): return elementwise(Ops.ADD, x, y)
-def subtract(x, y): return elementwise(Ops.SUB, x, y)
+def add(x, y):
+  """`x + y`, broadcasting; bool + bool is logical or.
+
+  >>> add(asarray([1, 2]), 1).tolist()
+  [2, 3]
+  """
+  return elementwise(Ops.ADD, x, y)
+def subtract(x, y): _no_bool('subtract', x, y); return elementwise(Ops.SUB, x, y)
 def multiply(x, y): return elementwise(Ops.MUL, x, y)
 def maximum(x, y): return elementwise(Ops.MAX, x, y)
 def minimum(x, y): return elementwise(Ops.MIN, x, y)
@@ -142,41 +191,79 @@ def true_divide(x, y):
   """`x / y`; integer inputs give the default float type, as in numpy and JAX."""
   return _binary_float(Ops.DIV, x, y)
 divide = true_divide
+def _sign_differs(a, b): return not_equal(sign(a), sign(b))
+def _float_divmod(a: Array, b: Array) -> tuple[Array, Array]:
+  """Float floor division and modulo from the C remainder, corrected like CPython's float_divmod (JAX's rule)."""
+  m = elementwise(Ops.REM, a, b)
+  exact = where(equal(b, 0), a, subtract(a, m))
+  q = elementwise(Ops.DIV, exact, b)
+  fix = logical_and(not_equal(m, 0), _sign_differs(b, m))
+  return unary(Ops.ROUND, where(fix, subtract(q, 1), q)), where(fix, add(m, b), m)
 def floor_divide(x, y):
-  """`x // y`: division rounded toward negative infinity (numpy's semantics, integer and float)."""
-  (a, b), dt, weak = promote(x, y)
-  if dtypes.is_float(dt): return floor(true_divide(a, b))
-  if dtypes.is_bool(dt): raise TypeError("floor_divide is not defined for bool arrays; cast them to int first")
+  """`x // y`: division rounded toward negative infinity (integers and floats, as `jnp.floor_divide`).
+
+  >>> floor_divide(asarray([7, -7]), 2).tolist()
+  [3, -4]
+  """
+  a, b = _numeric(x, y)
+  if dtypes.is_float(a.dtype): return _float_divmod(a, b)[0]
   q = elementwise(Ops.DIV, a, b)
-  if dtypes.is_unsigned(dt): return q
-  fix = logical_and(not_equal(elementwise(Ops.REM, a, b), 0), not_equal(less(a, 0), less(b, 0)))
+  if dtypes.is_unsigned(a.dtype): return q
+  fix = logical_and(_sign_differs(a, b), not_equal(elementwise(Ops.REM, a, b), 0))
   return where(fix, subtract(q, 1), q)
 def mod(x, y):
-  """`x % y` with the sign of the divisor (numpy's `mod`, JAX's `jnp.remainder`)."""
-  (a, b), dt, _ = promote(x, y)
+  """`x % y` with the sign of the divisor (numpy's `mod`, JAX's `jnp.remainder`); an integer `x % 0` is 0.
+
+  >>> mod(asarray([7, -7]), 3).tolist()
+  [1, 2]
+  """
+  a, b = _numeric(x, y)
+  if dtypes.is_int(b.dtype): b = where(equal(b, 0), ones_like(b), b)
   r = elementwise(Ops.REM, a, b)
-  if dtypes.is_unsigned(dt): return r
+  if dtypes.is_unsigned(a.dtype): return r
   fix = logical_and(not_equal(r, 0), not_equal(less(r, 0), less(b, 0)))
   return where(fix, add(r, b), r)
 remainder = mod
-def fmod(x, y): return elementwise(Ops.REM, x, y)
+def fmod(x, y):
+  """The C remainder `x - trunc(x / y) * y`, with the sign of `x`."""
+  a, b = _numeric(x, y)
+  if dtypes.is_int(b.dtype): b = where(equal(b, 0), ones_like(b), b)
+  return elementwise(Ops.REM, a, b)
 def divmod(x, y): return floor_divide(x, y), mod(x, y)  # noqa: A001 - numpy's name
 def power(x, y):
-  """`x ** y`; an integer exponent on a float base stays exact for small Python ints (like `lax.integer_pow`)."""
-  if isinstance(y, int) and not isinstance(y, bool) and 0 <= y <= 4 and not isinstance(x, (int, float)):
-    x = asarray(x)
-    if y == 0: return ones_like(x)
-    out = x
-    for _ in range(y - 1): out = multiply(out, x)
-    return out
-  return elementwise(Ops.POW, x, y)
+  """`x ** y`. A concrete Python int exponent keeps the base's dtype (like `lax.integer_pow`); small ones are exact
+  products. Integer bases with negative exponents give 0 (but 1 and -1), as in JAX.
+
+  >>> power(asarray([2, 3]), 2).tolist()
+  [4, 9]
+  """
+  if isinstance(y, int) and not isinstance(y, bool) and not isinstance(x, (int, float)):
+    (x,) = _numeric(x)
+    if 0 <= y <= 4: return _product_power(x, y)
+  a, b = _numeric(x, y)
+  return elementwise(Ops.POW, a, b)
+def _product_power(x: Array, y: int) -> Array:
+  if y == 0: return ones_like(x)
+  out = x
+  for _ in range(y - 1): out = multiply(out, x)
+  return out
 pow = power  # noqa: A001
-def float_power(x, y): return power(astype(x, dtypes.default_float()), y)
-def negative(x): return unary(Ops.NEG, x, float_only=False)
+def float_power(x, y):
+  """`x ** y` computed in a float type (ints and bool promote to the default float)."""
+  return elementwise(Ops.POW, *_inexact(x, y))
+def negative(x): _no_bool('negative', x); return unary(Ops.NEG, x, float_only=False)
 def positive(x): return asarray(x)
-def reciprocal(x): return unary(Ops.RECIP, x, float_only=False)
-def exp(x): return unary(Ops.EXP, x)
-def exp2(x): return exp(multiply(x, math.log(2.0)))
+def reciprocal(x): return unary(Ops.RECIP, x)
+def exp(x):
+  """e to the power `x`, elementwise; integer and bool inputs give the default float.
+
+  >>> round(exp(asarray([0.0, 1.0])), 3).tolist()
+  [1.0, 2.718]
+  """
+  return unary(Ops.EXP, x)
+def exp2(x):
+  (x,) = _inexact(x)
+  return elementwise(Ops.POW, Array(UOp.const(2, x.dtype, x.shape), x.weak), x)
 def expm1(x): return unary(Ops.EXPM1, x)
 def log(x): return unary(Ops.LOG, x)
 def log2(x): return divide(log(x), math.log(2.0))
@@ -185,15 +272,17 @@ def log1p(x): return unary(Ops.LOG1P, x)
 def sqrt(x): return unary(Ops.SQRT, x)
 def rsqrt(x): return reciprocal(sqrt(x))
 def cbrt(x):
-  x = asarray(x)
+  (x,) = _inexact(x)
   return multiply(sign(x), power(abs(x), 1.0 / 3.0))
-def square(x): return multiply(x, x)
+def square(x):
+  (x,) = _numeric(x)
+  return multiply(x, x)
 def abs(x):  # noqa: A001 - numpy's name
   x = asarray(x)
   return x if dtypes.is_unsigned(x.dtype) or dtypes.is_bool(x.dtype) else unary(Ops.ABS, x, float_only=False)
 absolute = abs
-def fabs(x): return abs(astype(x, dtypes.default_float()) if not dtypes.is_float(asarray(x).dtype) else x)
-def sign(x): return unary(Ops.SIGN, x, float_only=False)
+def fabs(x): return abs(_inexact(x)[0])
+def sign(x): _no_bool('sign', x); return unary(Ops.SIGN, x, float_only=False)
 def sin(x): return unary(Ops.SIN, x)
 def cos(x): return unary(Ops.COS, x)
 def tan(x): return unary(Ops.TAN, x)
@@ -204,11 +293,28 @@ def arctan2(y, x): return _binary_float(Ops.ATAN2, y, x)
 def sinh(x): return unary(Ops.SINH, x)
 def cosh(x): return unary(Ops.COSH, x)
 def tanh(x): return unary(Ops.TANH, x)
+def _sqrt_max(dt: DType) -> float:
+  """Past this magnitude x*x overflows `dt`; inverse hyperbolics switch to their log(2x) asymptote there."""
+  return math.sqrt(dtypes.finfo(dt).max) / 2
 def arcsinh(x):
-  x = asarray(x)
-  return log(add(x, sqrt(add(square(x), 1.0))))
-def arccosh(x): return log(add(x, sqrt(subtract(square(x), 1.0))))
-def arctanh(x): return multiply(0.5, subtract(log1p(x), log1p(negative(x))))
+  """Inverse hyperbolic sine, accurate near 0 (log1p form) and without overflow for large |x|."""
+  (x,) = _inexact(x)
+  ax = abs(x)
+  big = greater(ax, _sqrt_max(x.dtype))
+  safe = where(big, zeros_like(ax), ax)
+  near = log1p(add(safe, divide(square(safe), add(1.0, sqrt(add(square(safe), 1.0))))))
+  out = multiply(sign(x), where(big, add(log(ax), math.log(2.0)), near))
+  return where(equal(x, 0), x, out)   # keeps the sign of -0.0
+def arccosh(x):
+  """Inverse hyperbolic cosine (NaN below 1), accurate near 1 and without overflow for large x."""
+  (x,) = _inexact(x)
+  big = greater(x, _sqrt_max(x.dtype))
+  safe = where(big, ones_like(x), x)
+  t = subtract(safe, 1.0)
+  return where(big, add(log(x), math.log(2.0)), log1p(add(t, sqrt(multiply(t, add(safe, 1.0))))))
+def arctanh(x):
+  (x,) = _inexact(x)
+  return multiply(0.5, subtract(log1p(x), log1p(negative(x))))
 asin, acos, atan, atan2, asinh, acosh, atanh = arcsin, arccos, arctan, arctan2, arcsinh, arccosh, arctanh
 def _rounding(op):
   def f(x):
@@ -218,23 +324,38 @@ def _rounding(op):
 floor, ceil, trunc = _rounding(Ops.FLOOR), _rounding(Ops.CEIL), _rounding(Ops.TRUNC)
 fix = trunc
 def round(x, decimals: int = 0):  # noqa: A001 - numpy's name
-  """Round half to even, to `decimals` places (as `jnp.round`)."""
+  """Round half to even, to `decimals` places (as `jnp.round`); integers are returned unchanged.
+
+  >>> round(asarray([0.5, 1.5, 2.25]), 1).tolist()
+  [0.5, 1.5, 2.2]
+  """
   x = asarray(x)
-  if not dtypes.is_float(x.dtype): return x
+  if dtypes.is_bool(x.dtype): raise TypeError("round does not accept bool arrays; cast them to a number type first")
+  if not dtypes.is_float(x.dtype):
+    if decimals < 0: raise NotImplementedError("round of integers with decimals < 0 is not implemented")
+    return x
   if decimals == 0: return unary(Ops.ROUND, x)
   scale = 10.0 ** decimals
   return divide(unary(Ops.ROUND, multiply(x, scale)), scale)
 around = round
-def rint(x): return round(x)
+def rint(x): return unary(Ops.ROUND, x)
 def clip(x, min=None, max=None, a_min=None, a_max=None):  # noqa: A002 - numpy's names
-  """Limit values to [min, max]; either bound may be None."""
+  """Limit values to [min, max]; either bound may be None.
+
+  >>> clip(asarray([1, 5, 9]), 2, 7).tolist()
+  [2, 5, 7]
+  """
   lo, hi = (min if min is not None else a_min), (max if max is not None else a_max)
   x = asarray(x)
   if lo is not None: x = maximum(x, lo)
   if hi is not None: x = minimum(x, hi)
   return x
 def where(condition, x=None, y=None):
-  """Elementwise `x if condition else y`, broadcasting all three (the one-argument form needs concrete input)."""
+  """Elementwise `x if condition else y`, broadcasting all three (the one-argument form needs concrete input).
+
+  >>> where(asarray([True, False]), 1, 2).tolist()
+  [1, 2]
+  """
   if x is None and y is None:
     from tinyjx.numpy.indexing import nonzero
     return nonzero(condition)
@@ -242,7 +363,7 @@ def where(condition, x=None, y=None):
   c = asarray(condition)
   if c.dtype is not dtypes.bool_: c = not_equal(c, 0)
   (a, b), dt, weak = promote(x, y)
-  cu, au, bu = broadcast_uops([c, a, b], names=('condition', 'x', 'y'))
+  cu, au, bu = broadcast_uops([c, a, b], names=('condition', 'x', 'y'), op='where')
   return Array(UOp(Ops.WHERE, dt, (cu, au, bu)), weak)
 def equal(x, y): return elementwise(Ops.CMPEQ, x, y)
 def not_equal(x, y): return elementwise(Ops.CMPNE, x, y)
@@ -266,8 +387,14 @@ def bitwise_or(x, y): _int_or_bool('bitwise_or', x, y); return elementwise(Ops.O
 def bitwise_xor(x, y): _int_or_bool('bitwise_xor', x, y); return elementwise(Ops.XOR, x, y)
 def invert(x): _int_or_bool('invert', x); return unary(Ops.NOT, x, float_only=False)
 bitwise_not = bitwise_invert = invert
-def left_shift(x, y): _int_or_bool('left_shift', x, y); return elementwise(Ops.SHL, x, y)
-def right_shift(x, y): _int_or_bool('right_shift', x, y); return elementwise(Ops.SHR, x, y)
+def left_shift(x, y):
+  """`x << y`; shifting by the bit width or more gives 0."""
+  _int_or_bool('left_shift', x, y)
+  return elementwise(Ops.SHL, *_numeric(x, y))
+def right_shift(x, y):
+  """`x >> y` (arithmetic for signed types); shifting by the bit width or more gives 0 or -1."""
+  _int_or_bool('right_shift', x, y)
+  return elementwise(Ops.SHR, *_numeric(x, y))
 bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
 def isnan(x):
   x = asarray(x)
@@ -281,7 +408,11 @@ def isfinite(x):
 def isposinf(x): return equal(x, math.inf)
 def isneginf(x): return equal(x, -math.inf)
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
-  """Replace NaN by `nan` and infinities by `posinf`/`neginf` (default: the dtype's largest finite values)."""
+  """Replace NaN by `nan` and infinities by `posinf`/`neginf` (default: the dtype's largest finite values).
+
+  >>> nan_to_num(asarray([float('nan'), 1.0])).tolist()
+  [0.0, 1.0]
+  """
   x = asarray(x)
   if not dtypes.is_float(x.dtype): return x
   fi = dtypes.finfo(x.dtype)
@@ -289,38 +420,69 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
   x = where(equal(x, math.inf), fi.max if posinf is None else posinf, x)
   return where(equal(x, -math.inf), fi.min if neginf is None else neginf, x)
 def signbit(x):
+  """True where the sign bit is set (negative numbers, -0.0 and negative NaN are not told apart from NaN)."""
   x = asarray(x)
-  return less(x, 0) if not dtypes.is_float(x.dtype) else logical_or(less(x, 0), logical_and(equal(x, 0), less(reciprocal(x), 0)))
-def copysign(x, y): return where(signbit(y), negative(abs(x)), abs(x))
-def heaviside(x, h0): return where(less(x, 0), 0.0, where(equal(x, 0), h0, 1.0))
-def hypot(x, y): return sqrt(add(square(x), square(y)))
-def deg2rad(x): return multiply(x, math.pi / 180.0)
-def rad2deg(x): return multiply(x, 180.0 / math.pi)
+  if not dtypes.is_float(x.dtype): return less(x, 0)
+  return logical_or(less(x, 0), logical_and(equal(x, 0), less(reciprocal(x), 0)))
+def copysign(x, y):
+  x, y = _inexact(x, y)
+  return where(signbit(y), negative(abs(x)), abs(x))
+def heaviside(x, h0):
+  """0 where `x < 0`, `h0` where `x == 0`, 1 where `x > 0`."""
+  x, h0 = _inexact(x, h0)
+  return where(less(x, 0), zeros_like(x), where(equal(x, 0), h0, ones_like(x)))
+def hypot(x, y):
+  """`sqrt(x*x + y*y)` without overflow or underflow in between (inf wins over NaN, as in C)."""
+  x, y = _inexact(x, y)
+  ax, ay = abs(x), abs(y)
+  hi, lo = maximum(ax, ay), minimum(ax, ay)
+  ratio = divide(lo, where(equal(hi, 0), ones_like(hi), hi))
+  out = multiply(hi, sqrt(add(1.0, square(ratio))))
+  return where(logical_or(isinf(ax), isinf(ay)), math.inf, out)
+def deg2rad(x): return multiply(_inexact(x)[0], math.pi / 180.0)
+def rad2deg(x): return multiply(_inexact(x)[0], 180.0 / math.pi)
 radians, degrees = deg2rad, rad2deg
 def logaddexp(x, y):
+  """`log(exp(x) + exp(y))` without overflow."""
+  x, y = _inexact(x, y)
   m = maximum(x, y)
-  safe = where(isfinite(m), m, 0.0)
+  safe = where(isfinite(m), m, zeros_like(m))
   return add(safe, log(add(exp(subtract(x, safe)), exp(subtract(y, safe)))))
 def sinc(x):
-  x = asarray(x)
-  px = multiply(math.pi, where(equal(x, 0), 1.0, x))
-  return where(equal(x, 0), 1.0, divide(sin(px), px))
+  """`sin(pi x) / (pi x)`, with sinc(0) = 1."""
+  (x,) = _inexact(x)
+  px = multiply(math.pi, where(equal(x, 0), ones_like(x), x))
+  return where(equal(x, 0), ones_like(x), divide(sin(px), px))
 
-# --- creation needed by the functions above (the rest live in creation.py) ---
+# --- fills (creation.py has the rest; these are here because the functions above need them) ---
 def full(shape, fill_value, dtype=None) -> Array:
-  """An array of `shape` filled with `fill_value` (a constant node: nothing is allocated until needed)."""
+  """An array of `shape` filled with `fill_value` (a constant node: nothing is allocated until needed).
+
+  A Python scalar fill without `dtype` gives a weak-typed result, as in JAX.
+
+  >>> full((2,), 7).tolist()
+  [7, 7]
+  """
   shape = _shape_arg(shape)
-  if isinstance(fill_value, Array) or isinstance(fill_value, np.ndarray):
-    v = asarray(fill_value, dtype)
-    return Array(v.uop.broadcast_to(shape))
-  dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.python_scalar_dtype(fill_value) \
-    if not isinstance(fill_value, np.generic) else dtypes.to_dtype(np.asarray(fill_value).dtype)
-  return Array(UOp.const(fill_value, dt, shape))
-def zeros(shape, dtype=None) -> Array: return full(shape, 0, dtypes.to_dtype(dtype) if dtype is not None else dtypes.default_float())
-def ones(shape, dtype=None) -> Array: return full(shape, 1, dtypes.to_dtype(dtype) if dtype is not None else dtypes.default_float())
+  v = asarray(fill_value, dtype)
+  if v.uop.op is Ops.CONST: return Array(UOp.const(v.uop.arg[0], v.dtype, shape), v.weak)
+  from tinyjx.numpy.shape import broadcast_to
+  return broadcast_to(v, shape)
+def zeros(shape, dtype=None, device=None) -> Array:
+  """An array of zeros (the default float type unless `dtype` is given).
+
+  >>> zeros((2, 3)).shape
+  (2, 3)
+  """
+  return full(shape, 0, dtypes.to_dtype(dtype) if dtype is not None else dtypes.default_float())
+def ones(shape, dtype=None, device=None) -> Array:
+  """An array of ones (the default float type unless `dtype` is given)."""
+  return full(shape, 1, dtypes.to_dtype(dtype) if dtype is not None else dtypes.default_float())
 def full_like(x, fill_value, dtype=None, shape=None) -> Array:
+  """An array like `x` (its shape and dtype, and weak type when `dtype` is None) filled with `fill_value`."""
   x = asarray(x)
-  return full(x.shape if shape is None else shape, fill_value, x.dtype if dtype is None else dtype)
+  out = full(x.shape if shape is None else shape, fill_value, x.dtype if dtype is None else dtype)
+  return Array(out.uop, x.weak and dtype is None)
 def zeros_like(x, dtype=None, shape=None) -> Array: return full_like(x, 0, dtype, shape)
 def ones_like(x, dtype=None, shape=None) -> Array: return full_like(x, 1, dtype, shape)
 
@@ -344,9 +506,10 @@ def normalize_axis(axis: int, ndim: int, name: str = "axis") -> int:
     axis = operator_index(axis)
   except TypeError:
     raise TypeError(f"{name} must be an int, got {axis!r}") from None
-  if not -ndim <= axis < builtins.max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
-    raise ValueError(f"{name} {axis} is out of bounds for an array of ndim {ndim} (valid: {-ndim} to {ndim - 1})")
-  return axis % ndim if ndim else 0
+  if not -ndim <= axis < ndim:
+    valid = f"valid: {-ndim} to {ndim - 1}" if ndim else "a 0-d array has no axes"
+    raise ValueError(f"{name} {axis} is out of bounds for an array of ndim {ndim} ({valid})")
+  return axis % ndim
 
 def normalize_axes(axis, ndim: int) -> tuple:
   """Sorted non-negative axes from None (all), an int or a tuple; duplicates are an error."""
@@ -359,103 +522,178 @@ def normalize_axes(axis, ndim: int) -> tuple:
 def _keep(u: UOp, axes: tuple, shape: tuple) -> UOp:
   return u.reshape(tuple(1 if i in axes else s for i, s in enumerate(shape)))
 
+def _identity(op: Ops, dt: DType):
+  """The value that leaves `op` unchanged: what masked-out elements (where=False) become."""
+  if op is Ops.ADD: return 0
+  if op is Ops.MUL: return 1
+  if dtypes.is_float(dt): return -math.inf if op is Ops.MAX else math.inf
+  if dtypes.is_bool(dt): return op is Ops.MIN
+  ii = dtypes.iinfo(dt)
+  return ii.min if op is Ops.MAX else ii.max
+
+def _no_out(out) -> None:
+  if out is not None: raise NotImplementedError("out= is not supported: tinyjx arrays are immutable; use the result")
+
+def _mask(where, x: Array) -> Array:
+  from tinyjx.numpy.shape import broadcast_to
+  return broadcast_to(_to_bool(where), x.shape)
+
 def _reduce(op: Ops, x, axis, keepdims: bool, dtype=None, where=None, initial=None) -> Array:
+  """REDUCE `x` over `axis` with ALU `op`: elements where `where` is False count as the identity, and `initial`
+  joins the result (the reductions' common path)."""
   x = asarray(x)
   if dtype is not None: x = astype(x, dtype)
   axes = normalize_axes(axis, x.ndim)
-  if where is not None:
-    identity = {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: -math.inf, Ops.MIN: math.inf}[op]
-    if not dtypes.is_float(x.dtype) and op in (Ops.MAX, Ops.MIN):
-      ii = dtypes.iinfo(x.dtype) if dtypes.is_int(x.dtype) else None
-      identity = (ii.min if op is Ops.MAX else ii.max) if ii else op is Ops.MIN
-    x = where_fn(where, x, identity)
+  if where is not None: x = where_fn(_mask(where, x), x, Array(UOp.const(_identity(op, x.dtype), x.dtype, x.shape)))
   u = x.uop.reduce(op, axes)
   if initial is not None: u = elementwise(op, Array(u), asarray(initial, x.dtype)).uop
   if keepdims: u = _keep(u, axes, x.shape)
   return Array(u)
 where_fn = where
 
-def _sum_dtype(x: Array, dtype):
+def _sum_dtype(x: Array, dtype) -> DType:
+  """JAX's accumulator type: bool and ints narrower than the default int widen to it (unsigned to unsigned)."""
   if dtype is not None: return dtypes.to_dtype(dtype)
-  if dtypes.is_bool(x.dtype) or (dtypes.is_int(x.dtype) and x.dtype.itemsize < 4):
-    return dtypes.default_int() if not dtypes.is_unsigned(x.dtype) else dtypes.canonicalize(dtypes.uint32)
+  if dtypes.is_bool(x.dtype) or (dtypes.is_int(x.dtype) and x.dtype.itemsize < dtypes.default_int().itemsize):
+    return dtypes.canonicalize(dtypes.uint64) if dtypes.is_unsigned(x.dtype) else dtypes.default_int()
   return x.dtype
 
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):  # noqa: A001
-  """Sum over `axis` (None: all); bool and small ints sum in the default int type, as JAX."""
+  """Sum over `axis` (an int, a tuple or None for all); bool and small ints sum in the default int type, as JAX.
+
+  >>> sum(asarray([[1, 2], [3, 4]]), axis=0).tolist()
+  [4, 6]
+  """
+  _no_out(out)
   a = asarray(a)
   return _reduce(Ops.ADD, a, axis, keepdims, _sum_dtype(a, dtype), where, initial)
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+  """Product over `axis`; the product of an empty axis is 1."""
+  _no_out(out)
   a = asarray(a)
   return _reduce(Ops.MUL, a, axis, keepdims, _sum_dtype(a, dtype), where, initial)
-def _empty_check(a: Array, axis, name):
+def _extreme(op: Ops, name: str, a, axis, out, keepdims, initial, where) -> Array:
+  _no_out(out)
+  a = asarray(a)
   axes = normalize_axes(axis, a.ndim)
-  if builtins.any(a.shape[i] == 0 for i in axes):
-    raise ValueError(f"zero-size array to reduction operation {name} which has no identity (shape {a.shape}, "
-                     f"axis {axis}); pass initial=")
+  if initial is None and where is not None:
+    raise ValueError(f"reduction operation {name} does not have an identity, so to use a where mask one has to "
+                     "specify 'initial'")
+  if initial is None and builtins.any(a.shape[i] == 0 for i in axes):
+    raise ValueError(f"zero-size array to reduction operation {name} which has no identity: shape {a.shape}, "
+                     f"axis {axis} (pass initial= to give empty reductions a value)")
+  return _reduce(op, a, axes, keepdims, None, where, initial)
 def max(a, axis=None, out=None, keepdims=False, initial=None, where=None):  # noqa: A001
-  a = asarray(a)
-  if initial is None and where is None: _empty_check(a, axis, 'max')
-  return _reduce(Ops.MAX, a, axis, keepdims, None, where, initial)
+  """The largest element over `axis` (NaN propagates); an empty reduction needs `initial`.
+
+  >>> max(asarray([[1, 5], [3, 2]]), axis=1).tolist()
+  [5, 3]
+  """
+  return _extreme(Ops.MAX, 'max', a, axis, out, keepdims, initial, where)
 def min(a, axis=None, out=None, keepdims=False, initial=None, where=None):  # noqa: A001
-  a = asarray(a)
-  if initial is None and where is None: _empty_check(a, axis, 'min')
-  return _reduce(Ops.MIN, a, axis, keepdims, None, where, initial)
+  """The smallest element over `axis` (NaN propagates); an empty reduction needs `initial`."""
+  return _extreme(Ops.MIN, 'min', a, axis, out, keepdims, initial, where)
 amax, amin = max, min
 def any(a, axis=None, out=None, keepdims=False, where=None):  # noqa: A001
+  """Whether any element over `axis` is nonzero (False for an empty axis)."""
+  _no_out(out)
   return _reduce(Ops.MAX, _to_bool(a), axis, keepdims, None, where)
 def all(a, axis=None, out=None, keepdims=False, where=None):  # noqa: A001
+  """Whether every element over `axis` is nonzero (True for an empty axis)."""
+  _no_out(out)
   return _reduce(Ops.MIN, _to_bool(a), axis, keepdims, None, where)
-def _count(a: Array, axes: tuple) -> int: return math.prod(a.shape[i] for i in axes)
+
+def _mean_dtypes(a: Array, dtype) -> tuple[DType, DType]:
+  """(result dtype, computation dtype) of mean/var/std: ints give the default float; 16-bit floats compute in
+  float32, as JAX does."""
+  out = dtypes.to_dtype(dtype) if dtype is not None else a.dtype if dtypes.is_float(a.dtype) else dtypes.default_float()
+  calc = out if dtypes.is_float(out) else dtypes.default_float()
+  return out, (dtypes.float32 if calc.itemsize < 4 else calc)
+
+def _count(a: Array, axis, keepdims: bool, where, dt: DType):
+  """How many elements a reduction over `axis` sees: a Python int, or an array when `where` masks some out."""
+  if where is not None: return sum(astype(_mask(where, a), dt), axis, keepdims=keepdims)
+  return math.prod(a.shape[i] for i in normalize_axes(axis, a.ndim))
+
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
-  """Arithmetic mean over `axis`; integer inputs give the default float."""
+  """Arithmetic mean over `axis`; integer inputs give the default float, an empty axis gives NaN.
+
+  >>> mean(asarray([1, 2, 3, 4])).item()
+  2.5
+  """
+  _no_out(out)
   a = asarray(a)
-  if dtype is None and not dtypes.is_float(a.dtype): dtype = dtypes.default_float()
-  if dtype is not None: a = astype(a, dtype)
-  axes = normalize_axes(axis, a.ndim)
-  total = sum(a, axis, keepdims=keepdims, where=where)
-  n = sum(broadcast_to_shape(where, a.shape), axis, keepdims=keepdims) if where is not None else _count(a, axes)
-  return divide(total, n) if where is not None else divide(total, float(n) if n else math.nan)
-def broadcast_to_shape(x, shape): return Array(_broadcast_uop(asarray(x).uop, tuple(shape)))
+  out_dt, calc = _mean_dtypes(a, dtype)
+  x = astype(a, calc)
+  n = _count(x, axis, keepdims, where, calc)
+  return astype(divide(sum(x, axis, keepdims=keepdims, where=where), n), out_dt)
+
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, correction=None):
-  """Variance with `ddof` (or `correction`) degrees of freedom removed from the count."""
+  """Variance over `axis` with `ddof` (or `correction`) degrees of freedom removed from the count (NaN when none
+  are left).
+
+  >>> var(asarray([1.0, 2.0, 3.0, 4.0]), ddof=1).item()
+  1.6666666269302368
+  """
+  _no_out(out)
   if correction is not None: ddof = correction
   a = asarray(a)
-  if not dtypes.is_float(a.dtype): a = astype(a, dtypes.default_float())
-  centered = subtract(a, mean(a, axis, keepdims=True, where=where))
-  axes = normalize_axes(axis, a.ndim)
-  ss = sum(square(centered), axis, keepdims=keepdims, where=where)
-  n = sum(broadcast_to_shape(where, a.shape), axis, keepdims=keepdims) if where is not None else _count(a, axes)
-  denom = subtract(n, ddof) if where is not None else builtins.max(n - ddof, 0)
-  return divide(ss, denom if where is not None else (float(denom) if denom else 0.0))
+  out_dt, calc = _mean_dtypes(a, dtype)
+  x = astype(a, calc)
+  centered = subtract(x, mean(x, axis, keepdims=True, where=where))
+  ss = sum(multiply(centered, centered), axis, keepdims=keepdims, where=where)
+  n = _count(x, axis, keepdims, where, calc)
+  if isinstance(n, int): result = divide(ss, n - ddof if n > ddof else math.nan)
+  else: result = where_fn(greater(n, ddof), divide(ss, subtract(n, ddof)), math.nan)
+  return astype(result, out_dt)
+
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, correction=None):
+  """Standard deviation over `axis`: the square root of `var` with the same arguments."""
   return sqrt(var(a, axis, dtype, out, ddof, keepdims, where, correction))
 
 def _arg_extreme(a, axis, keepdims, op: Ops, name: str) -> Array:
   a = asarray(a)
-  if axis is None: a, axis = Array(a.uop.reshape((a.size,))), 0
+  if axis is None and a.ndim != 1:
+    flat = _arg_extreme(Array(a.uop.reshape((a.size,))), 0, False, op, name)
+    return Array(flat.uop.reshape((1,) * a.ndim)) if keepdims else flat
+  if axis is None: axis = 0
   ax = normalize_axis(axis, a.ndim)
-  if a.shape[ax] == 0: raise ValueError(f"attempt to get {name} of an empty sequence (axis {axis}, shape {a.shape})")
+  if a.shape[ax] == 0: raise ValueError(f"attempt to get {name} of an empty sequence: axis {ax} of shape {a.shape}")
   best = _reduce(op, a, ax, True)
   hit = equal(a, best)
   if dtypes.is_float(a.dtype): hit = logical_or(hit, logical_and(isnan(a), isnan(best)))
-  n = a.shape[ax]
   idx = Array(UOp(Ops.IOTA, dtypes.int32, (), (a.shape, ax)))
-  first = _reduce(Ops.MIN, where(hit, idx, n), ax, keepdims)
-  return first
+  return _reduce(Ops.MIN, where(hit, idx, a.shape[ax]), ax, keepdims)
 def argmax(a, axis=None, out=None, keepdims=False):
-  """Index of the first maximum along `axis` (NaN counts as the maximum, as in numpy and JAX)."""
+  """Index of the first maximum along `axis` (None: of the flattened array); NaN counts as the maximum.
+
+  >>> argmax(asarray([1, 3, 3])).item()
+  1
+  """
+  _no_out(out)
   return _arg_extreme(a, axis, keepdims, Ops.MAX, 'argmax')
 def argmin(a, axis=None, out=None, keepdims=False):
-  """Index of the first minimum along `axis` (NaN counts as the minimum, as in numpy and JAX)."""
+  """Index of the first minimum along `axis` (None: of the flattened array); NaN counts as the minimum."""
+  _no_out(out)
   return _arg_extreme(a, axis, keepdims, Ops.MIN, 'argmin')
 
 def _cumulative(op: Ops, a, axis, dtype, reverse=False) -> Array:
   a = asarray(a)
   if axis is None: a, axis = Array(a.uop.reshape((a.size,))), 0
-  if op is Ops.ADD or op is Ops.MUL: a = astype(a, _sum_dtype(a, dtype))
+  dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.default_int() if dtypes.is_bool(a.dtype) else a.dtype
+  a = astype(a, dt)
   ax = normalize_axis(axis, a.ndim)
   return Array(UOp(Ops.CUMULATIVE, a.dtype, (a.uop,), (op, ax, bool(reverse))))
-def cumsum(a, axis=None, dtype=None, out=None): return _cumulative(Ops.ADD, a, axis, dtype)
-def cumprod(a, axis=None, dtype=None, out=None): return _cumulative(Ops.MUL, a, axis, dtype)
+def cumsum(a, axis=None, dtype=None, out=None):
+  """Running sums along `axis` (None: of the flattened array); bool counts in the default int type.
+
+  >>> cumsum(asarray([1, 2, 3])).tolist()
+  [1, 3, 6]
+  """
+  _no_out(out)
+  return _cumulative(Ops.ADD, a, axis, dtype)
+def cumprod(a, axis=None, dtype=None, out=None):
+  """Running products along `axis` (None: of the flattened array)."""
+  _no_out(out)
+  return _cumulative(Ops.MUL, a, axis, dtype)
 cumulative_sum, cumulative_prod = cumsum, cumprod

@@ -1,0 +1,465 @@
+"""Tests of tinyjx.jit: the cache (hits, retraces), fresh outputs, static arguments, pytrees, closures, nesting and
+composition with grad/vmap, disable_jit/NOJIT, errors inside jit, the staged API, eval_shape and helpers.
+
+Counters (tinyjx.counters) tell whether a call traced or compiled. Every test builds its own functions, so caches
+never carry over between tests.
+"""
+import collections, functools, os, subprocess, sys
+import numpy as np
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+import tinyjx
+import tinyjx.numpy as jnp
+from tinyjx import counters, dtypes
+from tinyjx.transforms.jit import StaticArgError
+
+def arr(*shape, dtype=np.float32, seed=0):
+  return jnp.asarray(np.random.default_rng(seed).standard_normal(shape).astype(dtype))
+
+def close(a, b, tol=1e-5):
+  np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
+
+# ---------------------------------------------------------------- values and pytrees
+
+def test_values_match_eager():
+  def f(x, y): return jnp.sin(x) * y + jnp.exp(x).sum()
+  x, y = arr(4), arr(4, seed=1)
+  close(tinyjx.jit(f)(x, y), f(x, y))
+
+def test_pytrees_in_and_out():
+  Point = collections.namedtuple('Point', 'a b')
+  def f(params, batch, scale=1.0):
+    return {'out': (params['w'] * batch[0] + params['b']) * scale, 'pair': Point(batch[1], None), 'n': [batch[0].sum()]}
+  params = {'w': arr(3), 'b': arr(3, seed=1)}
+  batch = (arr(3, seed=2), arr(2, seed=3))
+  got = tinyjx.jit(f)(params, batch, scale=2.0)
+  want = f(params, batch, scale=2.0)
+  assert set(got) == {'out', 'pair', 'n'} and isinstance(got['pair'], Point) and got['pair'].b is None
+  close(got['out'], want['out']); close(got['pair'].a, want['pair'].a); close(got['n'][0], want['n'][0])
+
+def test_numpy_and_lazy_inputs():
+  f = tinyjx.jit(lambda x, y: x + y)
+  x64 = np.arange(3.0)                 # float64 canonicalizes to float32 with 64-bit mode off
+  lazy = arr(3) * 2 + 1                # an unrealized graph is realized on the way in
+  out = f(x64, lazy)
+  assert out.dtype == dtypes.float32
+  close(out, x64 + np.asarray(lazy))
+
+def test_no_array_arguments_and_constant_outputs():
+  f = tinyjx.jit(lambda: (jnp.asarray(np.ones(2, np.float32)) * 3, 7))
+  a, b = f()
+  close(a, [3.0, 3.0]); assert b.item() == 7
+
+# ---------------------------------------------------------------- the cache
+
+def test_second_call_traces_and_compiles_nothing():
+  f = tinyjx.jit(lambda x: x * 2 + 1)
+  x = arr(5)
+  with counters.measure() as first: f(x)
+  with counters.measure() as second: out = f(arr(5, seed=1))
+  assert (first['traces'], first['compiles'], first['cache_misses']) == (1, 1, 1)
+  assert (second['traces'], second['compiles'], second['cache_hits'], second['cache_misses']) == (0, 0, 1, 0)
+  close(out, np.asarray(arr(5, seed=1)) * 2 + 1)
+
+@pytest.mark.parametrize('make_other', [
+  lambda: arr(6),                              # new shape
+  lambda: jnp.asarray(np.arange(5, dtype=np.int32)),   # new dtype
+  lambda: 2.0,                                 # a weakly typed scalar instead of an f32 array (and new shape)
+], ids=['shape', 'dtype', 'weak'])
+def test_new_signature_retraces_and_old_one_still_hits(make_other):
+  f = tinyjx.jit(lambda x: x * 3)
+  x, other = arr(5), make_other()
+  f(x)
+  with counters.measure() as c: out = f(other)
+  assert c['traces'] == 1 and c['compiles'] == 1
+  close(out, np.asarray(other) * 3)
+  with counters.measure() as c: f(x)
+  assert c['traces'] == 0 and c['cache_hits'] == 1
+
+def test_weak_type_alone_retraces():
+  f = tinyjx.jit(lambda x: x + jnp.asarray(np.ones((), np.float16)))
+  strong = jnp.asarray(np.float32(2.0))
+  assert f(strong).dtype == dtypes.float32          # f32 + f16 -> f32
+  with counters.measure() as c: weak = f(2.0)       # same shape and dtype, but weak: f16 wins
+  assert c['traces'] == 1 and weak.dtype == dtypes.float16
+
+def test_python_scalars_are_traced_weak_arguments():
+  calls = []
+  def f(x, s):
+    calls.append(1)
+    return x * s
+  g = tinyjx.jit(f)
+  x = jnp.asarray(np.ones(2, np.float16))
+  out = g(x, 3)
+  assert out.dtype == dtypes.float16                # a weak int adopts the array's dtype
+  close(g(x, 4), [4.0, 4.0])
+  assert len(calls) == 1                            # 3 and 4 share one trace: scalars are not static
+  assert g(2.0, 3.0).weak                           # weak in, weak out, as in JAX
+
+def test_static_value_change_retraces_never_stale():
+  def f(x, n):
+    return x * n if n > 2 else x - n                # Python control flow on a static value
+  g = tinyjx.jit(f, static_argnums=1)
+  x = arr(3)
+  close(g(x, 3), np.asarray(x) * 3)
+  with counters.measure() as c: out = g(x, 1)
+  assert c['traces'] == 1
+  close(out, np.asarray(x) - 1)
+  close(g(x, 3), np.asarray(x) * 3)
+
+def test_static_values_of_different_types_do_not_share_a_trace():
+  g = tinyjx.jit(lambda x, flag: x + (10 if flag is True else 1), static_argnums=1)
+  x = arr(2)
+  close(g(x, True), np.asarray(x) + 10)
+  close(g(x, 1), np.asarray(x) + 1)                 # 1 == True, but it is another static value
+
+def test_x64_setting_is_part_of_the_key():
+  f = tinyjx.jit(lambda x: x * 2)
+  assert f(1.0).dtype == dtypes.float32
+  with tinyjx.Context(JAX_ENABLE_X64=True):
+    with counters.measure() as c: out = f(1.0)
+  assert c['traces'] == 1 and out.dtype == dtypes.float64
+
+def test_cache_is_shared_by_jits_of_the_same_function():
+  def f(x): return x - 1
+  x = arr(2)
+  tinyjx.jit(f)(x)
+  with counters.measure() as c: tinyjx.jit(f)(x)
+  assert c['traces'] == 0 and c['cache_hits'] == 1
+
+def test_equal_programs_share_an_executable_but_closures_do_not():
+  x = arr(3)
+  first, second = [tinyjx.jit(lambda x: x * 5 - 3.25) for _ in range(2)]   # two function objects, one program
+  with counters.measure() as c1: first(x)
+  with counters.measure() as c2: out = second(x)
+  assert (c1['compiles'], c2['traces'], c2['compiles']) == (1, 1, 0)
+  close(out, np.asarray(x) * 5 - 3.25)
+  def scaled_by(w): return tinyjx.jit(lambda x: x * w + 0.5)
+  for w in (arr(3, seed=11), arr(3, seed=12), 2.0, 3.0):                 # closed-over constants differ
+    close(scaled_by(w)(x), np.asarray(x) * np.asarray(w) + 0.5)
+
+def test_clear_cache_and_cache_size():
+  f = tinyjx.jit(lambda x: x + 1)
+  f(arr(2)); f(arr(3))
+  assert f._cache_size() == 2
+  f.clear_cache()
+  assert f._cache_size() == 0
+  with counters.measure() as c: f(arr(2))
+  assert c['traces'] == 1
+
+# ---------------------------------------------------------------- fresh outputs
+
+def test_outputs_are_fresh_every_call():
+  f = tinyjx.jit(lambda x: x + 1)
+  a = f(jnp.asarray(np.zeros(3, np.float32)))
+  b = f(jnp.asarray(np.full(3, 5, np.float32)))
+  assert a is not b and a.uop is not b.uop
+  close(a, [1, 1, 1]); close(b, [6, 6, 6])           # the earlier output kept its value
+
+def test_identity_and_closure_outputs_are_not_aliases():
+  w = jnp.asarray(np.ones(2, np.float32))
+  f = tinyjx.jit(lambda x: (x, w))
+  x = jnp.asarray(np.zeros(2, np.float32))
+  (x1, w1), (x2, w2) = f(x), f(x)
+  assert x1.uop is not x.uop and x1.uop is not x2.uop and w1.uop is not w2.uop
+  xb = tinyjx.array.buffers[x1.uop.arg[0]].numpy()
+  assert not np.shares_memory(xb, tinyjx.array.buffers[x2.uop.arg[0]].numpy())
+  close(x1, [0, 0]); close(w2, [1, 1])
+
+# ---------------------------------------------------------------- static arguments
+
+def test_static_argnames_and_keyword_inference():
+  def f(x, n, *, mode='add'):
+    return x + n if mode == 'add' else x * n
+  x = arr(3)
+  g = tinyjx.jit(f, static_argnames=('n', 'mode'))
+  close(g(x, 2, mode='mul'), np.asarray(x) * 2)
+  close(g(x, n=2), np.asarray(x) + 2)
+  h = tinyjx.jit(f, static_argnums=1)                 # passed by keyword, n is still static (name inferred)
+  close(h(x, n=4), np.asarray(x) + 4)
+  k = tinyjx.jit(f, static_argnames='n')              # passed by position, n is still static (index inferred)
+  close(k(x, 5), np.asarray(x) + 5)
+  assert k.static_argnums == (1,) and h.static_argnames == ('n',)
+
+def test_negative_static_argnums_count_from_the_last_positional_argument():
+  def f(x, n, m=1):
+    return x * n + m if isinstance(n, int) else x     # static n is a Python int inside
+  g = tinyjx.jit(f, static_argnums=-1)
+  x = arr(2)
+  close(g(x, 3), np.asarray(x) * 3 + 1)             # two positional arguments: -1 is n
+  with counters.measure() as c: out = g(x, 3, 2)    # three: -1 is m, n is traced (weak) and not an int
+  assert c['traces'] == 1
+  close(out, np.asarray(x))
+  with pytest.raises(ValueError, match="static_argnums index -3"):
+    tinyjx.jit(lambda *a: a[0], static_argnums=-3)(x, 1)
+
+def test_static_kwargs_key_the_cache():
+  g = tinyjx.jit(lambda x, *, k: x * k, static_argnames='k')
+  x = arr(2)
+  g(x, k=2)
+  with counters.measure() as c: out = g(x, k=3)
+  assert c['traces'] == 1
+  close(out, np.asarray(x) * 3)
+
+@pytest.mark.parametrize('value', [[1, 2], {'a': 1}, np.ones(2)], ids=['list', 'dict', 'ndarray'])
+def test_unhashable_static_argument_is_a_clear_error(value):
+  g = tinyjx.jit(lambda x, shape: x, static_argnums=1)
+  with pytest.raises(StaticArgError, match=r"static argument 'shape' of type \w+ is not hashable.*tuple") as e:
+    g(arr(2), value)
+  assert isinstance(e.value, TypeError) and isinstance(e.value, ValueError)
+
+def test_static_argnums_out_of_range_and_unknown_names():
+  def f(x, n): return x
+  with pytest.raises(ValueError, match="static_argnums=\\(5,\\).*only accepts 2"):
+    tinyjx.jit(f, static_argnums=5)
+  with pytest.raises(ValueError, match="static_argnames \\['zz'\\]"):
+    tinyjx.jit(f, static_argnames='zz')
+  with pytest.raises(TypeError, match="static_argnums must be an int"):
+    tinyjx.jit(f, static_argnums='n')
+
+def test_donate_argnums_is_accepted_and_inputs_stay_valid():
+  g = tinyjx.jit(lambda x: x * 2, donate_argnums=0)
+  x = arr(3)
+  close(g(x), np.asarray(x) * 2)
+  close(x, np.asarray(arr(3)))
+
+# ---------------------------------------------------------------- errors inside jit
+
+def test_concretization_error_names_the_argument_path_and_the_fix():
+  def f(params, x):
+    if params['w'].sum() > 0: return x
+    return -x
+  with pytest.raises(tinyjx.ConcretizationError) as e:
+    tinyjx.jit(f)({'w': arr(3), 'b': arr(3)}, arr(3))
+  msg = str(e.value)
+  assert "params['w']" in msg and 'jit(f)' in msg and 'static_argnums' in msg and 'lax.cond' in msg
+
+def test_non_array_argument_names_the_path():
+  with pytest.raises(TypeError, match=r"opts\['name'\]: str is not a valid array argument.*static"):
+    tinyjx.jit(lambda x, opts: x)(arr(2), {'name': 'relu'})
+
+def test_leaked_tracer_is_reported():
+  leaked = []
+  def f(x):
+    leaked.append(x * 2)
+    return x
+  tinyjx.jit(f)(arr(2))
+  with pytest.raises(tinyjx.UnexpectedTracerError, match="jit\\(f\\)"):
+    np.asarray(leaked[0])
+
+# ---------------------------------------------------------------- closures and nesting
+
+def test_closure_over_an_array_is_baked_in_like_jax():
+  w = arr(3)
+  f = tinyjx.jit(lambda x: x * w)
+  x = arr(3, seed=1)
+  close(f(x), np.asarray(x) * np.asarray(w))
+  w_first = np.asarray(w)
+  w = arr(3, seed=7)     # rebinding the global does not retrace: the first trace's constant stays (as in JAX)
+  with counters.measure() as c: out = f(x)
+  assert c['traces'] == 0
+  close(out, np.asarray(x) * w_first)
+
+def test_closure_over_a_lazy_graph():
+  base = arr(4)
+  w = jnp.exp(base) + 1                             # not realized yet
+  f = tinyjx.jit(lambda x: (x * w).sum())
+  x = arr(4, seed=2)
+  close(f(x), (np.asarray(x) * (np.exp(np.asarray(base)) + 1)).sum(), 1e-4)
+
+def test_nested_jit_inlines_and_compiles_once():
+  inner = tinyjx.jit(lambda x: jnp.sin(x) * 2)
+  outer = tinyjx.jit(lambda x: inner(x) + inner(x * 2))
+  x = arr(5)
+  with counters.measure() as c: out = outer(x)
+  assert c['compiles'] == 1 and c['traces'] == 2     # the inner jit is traced (once) but never compiled
+  xn = np.asarray(x)
+  close(out, np.sin(xn) * 2 + np.sin(xn * 2) * 2)
+  close(tinyjx.jit(tinyjx.jit(lambda x: x - 1))(x), xn - 1)
+
+def test_jaxpr_of_a_jitted_function_is_inlined():
+  inner = tinyjx.jit(lambda x: jnp.exp(x))
+  text = str(tinyjx.make_jaxpr(lambda x: inner(x) * 2)(arr(3)))
+  assert 'exp' in text and 'mul' in text
+
+def test_jit_as_a_method_binds_self():
+  class Model:
+    def __init__(self, scale): self.scale = scale
+    def __hash__(self): return hash(self.scale)
+    def __eq__(self, other): return isinstance(other, Model) and other.scale == self.scale
+    @functools.partial(tinyjx.jit, static_argnums=0)
+    def apply(self, x): return x * self.scale
+  x = arr(2)
+  close(Model(3.0).apply(x), np.asarray(x) * 3)
+  close(Model(4.0).apply(x), np.asarray(x) * 4)
+
+# ---------------------------------------------------------------- wrappers, disable_jit, NOJIT
+
+def test_wraps_name_and_doc_and_partial_decorator():
+  @functools.partial(tinyjx.jit, static_argnames='k')
+  def scaled(x, k):
+    """Scale x by k."""
+    return x * k
+  assert scaled.__name__ == 'scaled' and scaled.__doc__ == "Scale x by k." and scaled.__wrapped__ is not None
+  close(scaled(arr(2), k=3), np.asarray(arr(2)) * 3)
+  @tinyjx.jit(static_argnums=1)        # jit(static_argnums=...) without a function is a decorator too
+  def g(x, n): return x + n
+  close(g(arr(2), 1), np.asarray(arr(2)) + 1)
+
+def test_disable_jit_runs_python_eagerly():
+  seen = []
+  def f(x):
+    seen.append(type(x).__name__)
+    return x * 2 if float(x.sum()) > 0 else -x       # a Python branch on a value: only works eagerly
+  g = tinyjx.jit(f)
+  x = jnp.asarray(np.ones(2, np.float32))
+  with tinyjx.disable_jit():
+    close(g(x), [2, 2]); close(g(x), [2, 2])
+  assert len(seen) == 2
+  with counters.measure() as c:
+    with tinyjx.disable_jit():
+      g(x)
+  assert c['traces'] == 0 and c['cache_misses'] == 0
+  with pytest.raises(tinyjx.ConcretizationError):
+    g(x)
+
+def test_nojit_environment_variable():
+  code = ("import tinyjx, tinyjx.numpy as jnp\n"
+          "f = tinyjx.jit(lambda x: x * 2 if float(x) > 0 else x)\n"
+          "print(f(jnp.asarray(3.0)).item(), tinyjx.counters.get('traces'))\n")
+  env = dict(os.environ, NOJIT='1')
+  out = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  assert out.returncode == 0, out.stderr
+  assert out.stdout.split() == ['6.0', '0']
+
+# ---------------------------------------------------------------- the staged API
+
+def test_staged_trace_lower_compile():
+  def f(x, y): return jnp.sin(x) * y
+  g = tinyjx.jit(f)
+  x, y = arr(3), arr(3, seed=1)
+  traced = g.trace(x, y)
+  assert 'sin' in str(traced) and 'mul' in str(traced) and traced.jaxpr.in_avals == ((( 3,), dtypes.float32),) * 2
+  lowered = traced.lower()
+  text = lowered.as_text()
+  assert str(lowered) == text and len(text.splitlines()) >= 1
+  assert text.startswith(f"jit(f) lowered for {lowered.device.name}:")
+  if lowered.device.kind == 'PYTHON': assert '2 interpreted equations' in text and 'sin a' in text
+  if lowered.device.kind == 'CPU': assert '1 kernels' in text and 'void' not in text   # the list, not the source
+  compiled = g.lower(x, y).compile()
+  assert str(compiled) and compiled.as_text() == str(compiled)
+  close(compiled(x, y), np.sin(np.asarray(x)) * np.asarray(y))
+  with counters.measure() as c: g(x, y)
+  assert c['traces'] == 0 and c['compiles'] == 0      # the staged compile filled the jit cache
+
+def test_staged_api_with_shape_dtype_structs_and_mismatch():
+  g = tinyjx.jit(lambda x: x.sum(0))
+  spec = tinyjx.ShapeDtypeStruct((2, 3), jnp.float32)
+  assert g.trace(spec).out_info == tinyjx.ShapeDtypeStruct((3,), jnp.float32)
+  assert g.eval_shape(spec) == tinyjx.ShapeDtypeStruct((3,), jnp.float32)
+  compiled = g.lower(spec).compile()
+  close(compiled(arr(2, 3)), np.asarray(arr(2, 3)).sum(0))
+  with pytest.raises(TypeError, match=r"lowered for other arguments \(new: x f32\[2,3\] -> f32\[4,3\]\)"):
+    compiled(arr(4, 3))
+
+# ---------------------------------------------------------------- eval_shape and helpers
+
+def test_eval_shape_traces_only():
+  def f(x, y): return {'a': x * 2, 'b': (x.sum(), y.astype(jnp.int32))}
+  x, y = arr(2, 3), tinyjx.ShapeDtypeStruct((4,), jnp.float16)
+  with counters.measure() as c: out = tinyjx.eval_shape(f, x, y)
+  assert c['compiles'] == 0 and c['kernels'] == 0
+  assert out == {'a': tinyjx.ShapeDtypeStruct((2, 3), jnp.float32),
+                 'b': (tinyjx.ShapeDtypeStruct((), jnp.float32), tinyjx.ShapeDtypeStruct((4,), jnp.int32))}
+
+def test_block_until_ready_and_device_put():
+  tree = {'a': arr(3) * 2, 'b': [1, None]}
+  assert tinyjx.block_until_ready(tree) is tree
+  assert tree['a'].uop.op.name == 'BUFFER'
+  put = tinyjx.device_put({'x': np.arange(3.0), 's': 2.0})
+  assert put['x'].uop.op.name == 'BUFFER' and put['x'].dtype == dtypes.float32
+  assert put['s'].weak and put['s'].item() == 2.0
+  close(put['x'], [0, 1, 2])
+
+# ---------------------------------------------------------------- property test: jit agrees with eager
+
+UNARY = [jnp.sin, jnp.exp, jnp.tanh, lambda x: x * x, lambda x: jnp.maximum(x, 0.0)]
+
+@hsettings(max_examples=30, deadline=None)
+@given(shape=st.lists(st.integers(0, 4), min_size=0, max_size=3), ops=st.lists(st.integers(0, len(UNARY) - 1),
+       min_size=1, max_size=4), axis_sum=st.booleans(), seed=st.integers(0, 1000))
+def test_jit_matches_eager_on_random_programs(shape, ops, axis_sum, seed):
+  def f(x, y):
+    for i in ops: x = UNARY[i](x) + y
+    return x.sum(axis=0) if axis_sum and x.ndim else x
+  x, y = arr(*shape, seed=seed), arr(*shape, seed=seed + 1)
+  close(tinyjx.jit(f)(x, y), f(x, y), 1e-4)
+
+# ---------------------------------------------------------------- composition with grad and vmap (others' transforms)
+
+def _needs(name):
+  fn = getattr(tinyjx, name, None)
+  if fn is None: pytest.skip(f"tinyjx.{name} is not available yet")
+  return fn
+
+def test_vmap_of_jit_and_jit_of_vmap():
+  vmap = _needs('vmap')
+  f = tinyjx.jit(lambda x, w: (jnp.sin(x) * w).sum())
+  xs, w = arr(4, 3), arr(3, seed=1)
+  want = (np.sin(np.asarray(xs)) * np.asarray(w)).sum(1)
+  close(vmap(f, in_axes=(0, None))(xs, w), want)
+  with counters.measure() as c:
+    close(tinyjx.jit(vmap(lambda x: (jnp.sin(x) * w).sum()))(xs), want)
+  assert c['compiles'] == 1
+
+def test_jit_closing_over_a_vmapped_value_is_inlined():
+  vmap = _needs('vmap')
+  xs, y = arr(2, 3), arr(3, seed=1)
+  out = vmap(lambda x: tinyjx.jit(lambda a: a * x)(y))(xs)
+  close(out, np.asarray(xs) * np.asarray(y))
+
+def test_grad_of_jit_and_jit_of_grad():
+  grad = _needs('grad')
+  def loss(w, x): return (jnp.tanh(x * w) ** 2).sum()
+  w, x = arr(3), arr(3, seed=1)
+  wn, xn = np.asarray(w), np.asarray(x)
+  t = np.tanh(xn * wn)
+  want = 2 * t * (1 - t * t) * xn
+  close(grad(tinyjx.jit(loss))(w, x), want, 1e-4)
+  close(tinyjx.jit(grad(loss))(w, x), want, 1e-4)
+  close(grad(lambda w: tinyjx.jit(lambda v: loss(v, x))(w) * 1.0)(w), want, 1e-4)
+
+def test_grad_through_jit_closing_over_the_differentiated_value():
+  grad = _needs('grad')
+  y = arr(3, seed=4)
+  g = grad(lambda w: tinyjx.jit(lambda a: (a * w).sum())(y))(arr(3))
+  close(g, np.asarray(y))
+
+def test_vmap_of_grad_under_jit():
+  grad, vmap = _needs('grad'), _needs('vmap')
+  per_example = tinyjx.jit(vmap(grad(lambda w, x: (w * x).sum() ** 2), in_axes=(None, 0)))
+  w, xs = arr(3), arr(5, 3, seed=2)
+  wn, xn = np.asarray(w), np.asarray(xs)
+  close(per_example(w, xs), 2 * (xn @ wn)[:, None] * xn, 1e-4)
+
+@pytest.mark.parametrize('order', ['JVG', 'VJG', 'VGJ', 'JVJGJ'])
+def test_jit_at_every_position_of_vmap_of_grad(order):
+  grad, vmap = _needs('grad'), _needs('vmap')
+  wrap = {'J': tinyjx.jit, 'V': lambda f: vmap(f, in_axes=(None, 0)), 'G': grad}
+  f = lambda w, x: (jnp.sin(x * w) * x).sum()
+  for t in reversed(order): f = wrap[t](f)
+  w, xs = arr(3), arr(4, 3, seed=3)
+  wn, xn = np.asarray(w), np.asarray(xs)
+  close(f(w, xs), np.cos(xn * wn) * xn * xn, 1e-4)
+
+def test_jvp_and_second_derivatives_through_jit():
+  grad, jvp = _needs('grad'), _needs('jvp')
+  f = tinyjx.jit(lambda x: jnp.sin(x).sum())
+  x = arr(3)
+  xn = np.asarray(x)
+  primal, tangent = jvp(f, (x,), (jnp.ones_like(x),))
+  close(primal, np.sin(xn).sum()); close(tangent, np.cos(xn).sum())
+  close(tinyjx.jit(grad(grad(jnp.sin)))(0.3), -np.sin(0.3))
+  close(grad(grad(lambda s: tinyjx.jit(jnp.sin)(s)))(0.3), -np.sin(0.3))

@@ -1,0 +1,235 @@
+"""lower: the lowering pipeline, from a concrete or traced graph to a compiled Executable.
+
+The whole pipeline is `PASSES`, an ordered list of named passes; each takes and returns the `Lowering`
+state (the graph, then the schedule, then the kernels, then the source). Its input is a jaxpr (params,
+outputs); its output is an `Executable` (runtime.py) of the device. DEBUG=3 prints the kernels with the
+jaxpr equations each one fused, DEBUG=4 the generated source, DEBUG>=5 the state after every pass.
+
+Eager realization goes through the same pipeline: `realize(device, roots)` (registered as
+`devices.lowering_hook`) turns the BUFFER leaves of a concrete graph into parameters and lifts its
+scalar constants into parameters too, so a program is compiled once per graph *structure* (not per
+buffer or per Python scalar) and cached in memory by that structure's key; the disk cache below it
+makes a new process skip the compiler.
+"""
+from __future__ import annotations
+import hashlib, math
+from collections import OrderedDict
+from dataclasses import dataclass, field
+import numpy as np
+from tinyjx import dtypes, settings as config, array, devices
+from tinyjx.uop import UOp, Ops, toposort, substitute
+from tinyjx.rewrite import graph_rewrite
+from tinyjx.lower.simplify import pm_simplify, pm_decompose
+from tinyjx.lower.schedule import schedule, KernelItem, StepItem, INPUT_OPS
+from tinyjx.lower.index import build_kernel, NeedsBuffer
+from tinyjx.lower.memory import plan
+from tinyjx.lower.optimize import optimize
+from tinyjx.lower.render import CRenderer
+from tinyjx.lower.runtime import Executable, Slot, KernelCall, step_rules
+from tinyjx.devices.python import NumpyBuffer
+
+@dataclass
+class Lowering:
+  """Everything the passes know about one program; each pass fills in the next fields."""
+  device: object
+  params: list                      # PARAM leaves, one per input
+  outs: list                        # output nodes
+  roots: list = field(default_factory=list)
+  items: list = field(default_factory=list)
+  slots: list = field(default_factory=list)
+  slot_of: dict = field(default_factory=dict)
+  consts: dict = field(default_factory=dict)
+  in_slots: list = field(default_factory=list)
+  out_slots: list = field(default_factory=list)
+  out_plan: list = field(default_factory=list)
+  kernels: list = field(default_factory=list)
+  steps: list = field(default_factory=list)
+  offsets: dict = field(default_factory=dict)
+  arena_bytes: int = 0
+  source: str = ""
+  lib: object = None
+  @property
+  def flops(self) -> int: return sum(k.flops for k in self.kernels)
+  @property
+  def nbytes(self) -> int: return sum(k.nbytes for k in self.kernels)
+
+def do_simplify(st: Lowering) -> Lowering:
+  st.roots = list(graph_rewrite(st.outs, pm_simplify, name="simplify"))
+  return st
+
+def do_decompose(st: Lowering) -> Lowering:
+  st.roots = list(graph_rewrite(st.roots, pm_decompose, name="decompose"))
+  return st
+
+def do_schedule_and_index(st: Lowering) -> Lowering:
+  """Schedule, then build every kernel; a node a kernel cannot compute in place is materialized and we retry."""
+  forced: set = set()
+  while True:
+    st.items = schedule(st.roots, forced)
+    assign_slots(st)
+    try:
+      st.kernels = [build_kernel(f"k{i}_{_kernel_label(it.outs[0])}", it.outs, st.slot_of)
+                    for i, it in enumerate(x for x in st.items if isinstance(x, KernelItem))]
+      return st
+    except NeedsBuffer as e:
+      if e.node in forced: raise
+      forced.add(e.node)
+
+def assign_slots(st: Lowering) -> None:
+  """One slot per buffer: inputs, constants (BUFFER leaves), outputs, intermediates; and how outputs come back."""
+  st.slots, st.slot_of, st.consts, st.out_plan, st.out_slots = [], {}, {}, [], []
+  def new(node, kind):
+    st.slot_of[node] = len(st.slots)
+    st.slots.append(Slot(kind, node.shape, node.dtype))
+    return st.slot_of[node]
+  st.in_slots = [new(p, 'in') for p in st.params]
+  for n in toposort(st.roots):
+    if n.op is Ops.BUFFER: st.consts[new(n, 'const')] = array.buffers[n.arg[0]]
+  firsts: dict = {}
+  for j, r in enumerate(st.roots):
+    if r.op is Ops.PARAM: st.out_plan.append(('input', st.params.index(r), r.dtype))
+    elif r.op is Ops.BUFFER: st.out_plan.append(('const', st.slot_of[r], r.dtype))
+    elif r in firsts: st.out_plan.append(('dup', firsts[r], r.dtype))
+    else:
+      firsts[r] = j
+      st.out_slots.append(new(r, 'out'))
+      st.out_plan.append(('slot', st.slot_of[r], r.dtype))
+  for it in st.items:
+    for n in it.outs:
+      if n is not None and n not in st.slot_of: new(n, 'tmp')
+
+def _kernel_label(n: UOp) -> str:
+  from tinyjx.tracing import prim_name
+  return prim_name(n).replace('convert_element_type', 'cast')
+
+def do_optimize(st: Lowering) -> Lowering:
+  sizes = {i: s.nbytes for i, s in enumerate(st.slots)}
+  st.kernels = [optimize(k, sizes) for k in st.kernels]
+  return st
+
+def do_steps_and_memory(st: Lowering) -> Lowering:
+  """Group consecutive kernels into one foreign call; place intermediates in the arena by liveness."""
+  st.steps, kernels, run = [], iter(range(len(st.kernels))), None
+  for it in st.items:
+    if isinstance(it, KernelItem):
+      if run is None:
+        run = KernelCall(len([s for s in st.steps if isinstance(s, KernelCall)]), [])
+        st.steps.append(run)
+      run.kernels.append(next(kernels))
+      continue
+    run = None
+    rule = step_rules.get(it.node.op)
+    if rule is None:
+      raise NotImplementedError(f"{it.node.op.name} has no runtime step on compiled devices yet "
+                                "(register one in tinyjx.lower.runtime.step_rules), or run on TINYJX_DEVICE=PYTHON")
+    st.steps.append(rule(it.node, st, [st.slot_of.get(o) for o in it.outs]))
+  accesses = []
+  for s in st.steps:
+    if isinstance(s, KernelCall):
+      for i in s.kernels:
+        k = st.kernels[i]
+        accesses.append(({g.arg for g in k.args} - set(k.outs), set(k.outs)))
+    else: accesses.append((set(s.reads), set(s.writes)))
+  tmp = {i: s.nbytes for i, s in enumerate(st.slots) if s.kind == 'tmp'}
+  st.offsets, st.arena_bytes = plan(accesses, tmp)
+  return st
+
+def do_render(st: Lowering) -> Lowering:
+  entries = [s.kernels for s in st.steps if isinstance(s, KernelCall)]
+  st.source = CRenderer().render(st.kernels, entries)
+  return st
+
+def do_compile(st: Lowering) -> Lowering:
+  st.lib = st.device.compile(st.source)
+  return st
+
+PASSES = [
+  ("simplify", do_simplify),            # constant folding and exact identities: less work for every later pass
+  ("decompose", do_decompose),          # dot_general and float16/bfloat16 math into ops the renderer runs natively
+  ("schedule+index", do_schedule_and_index),  # which nodes get buffers; each kernel as loops over index arithmetic
+  ("optimize", do_optimize),            # parallel loops, matmul tiling, work estimates
+  ("memory", do_steps_and_memory),      # kernels grouped into foreign calls; intermediates share an arena
+  ("render", do_render),                # one C translation unit for the whole program
+  ("compile", do_compile),              # the system compiler, through the disk cache
+]
+
+def lower(device, params: list, outs: list) -> Lowering:
+  """Run every pass on the program `params -> outs`; returns the final state (kernels, source, library)."""
+  st = Lowering(device, list(params), list(outs))
+  for name, fn in PASSES:
+    st = fn(st)
+    if config.get('DEBUG') >= 5: print(f"*** after {name}:\n{_describe(st)}")
+  if config.get('DEBUG') >= 3: print(kernel_report(st))
+  if config.get('DEBUG') >= 4: print(st.source)
+  return st
+
+def compile_jaxpr(device, jaxpr) -> Executable:
+  """`device.compile_jaxpr` for compiled devices: lower and compile `jaxpr` (params in, outs out)."""
+  st = lower(device, jaxpr.params, jaxpr.outs)
+  return Executable(device, st, st.lib)
+
+def kernel_report(st: Lowering) -> str:
+  """Each kernel with the jaxpr equations it fused (DEBUG=3)."""
+  from tinyjx.tracing import prim_name, aval_str
+  lines = [f"*** {len(st.kernels)} kernels, {sum(1 for s in st.slots if s.kind == 'tmp')} intermediate buffers"]
+  for k in st.kernels:
+    eqns = [f"{prim_name(n)}:{aval_str(n)}" for n in k.nodes if n.op not in (Ops.CONST,)]
+    lines.append(f"  {k.name}: writes slots {list(k.outs)}; fuses {', '.join(eqns)}")
+  return "\n".join(lines)
+
+def _describe(st: Lowering) -> str:
+  if st.source: return st.source[-2000:]
+  if st.kernels: return kernel_report(st)
+  if st.items: return "\n".join(f"  {type(i).__name__} {[prim_name_safe(o) for o in i.outs]}" for i in st.items)
+  return "\n".join(f"  {n}" for n in toposort(st.roots))
+
+def prim_name_safe(n) -> str:
+  from tinyjx.tracing import prim_name
+  return prim_name(n) if n is not None else "-"
+
+# --- eager realization ---
+KEEP_CONSTS = {0, 1, -1, 2, 0.5}
+_eager: 'OrderedDict[tuple, Executable]' = OrderedDict()
+EAGER_CACHE_SIZE = 2048
+
+def _liftable(n: UOp) -> bool:
+  v = n.arg[0]
+  return n.dtype.kind in 'iuf' and not (isinstance(v, float) and not math.isfinite(v)) and v not in KEEP_CONSTS
+
+def normalize(roots: list) -> tuple[list, list, list]:
+  """The graph with BUFFER leaves and scalar constants as PARAMs; returns (params, outs, input buffers)."""
+  params, bufs, mapping = [], [], {}
+  for n in toposort(roots):
+    if n.op is Ops.BUFFER:
+      mapping[n] = p = UOp(Ops.PARAM, n.dtype, (), (len(params), n.shape, 0))
+      params.append(p); bufs.append(array.buffers[n.arg[0]])
+    elif n.op is Ops.CONST and _liftable(n):
+      p = UOp(Ops.PARAM, n.dtype, (), (len(params), (), 0))
+      mapping[n] = p.reshape((1,) * len(n.shape)).expand(n.shape)
+      params.append(p); bufs.append(NumpyBuffer('CPU', np.array(n.arg[0], dtype=n.dtype.np), n.dtype))
+  return params, substitute(roots, mapping), bufs
+
+def realize(device, roots: list) -> list:
+  """`devices.lowering_hook`: compute the concrete graphs `roots` on a compiled device."""
+  roots = list(graph_rewrite(roots, pm_simplify, name="simplify"))
+  params, outs, bufs = normalize(roots)
+  key = (device.name, config.get('JAX_ENABLE_X64')) + tuple(o.key for o in outs)
+  exe = _eager.get(key)
+  if exe is None:
+    from tinyjx.tracing import Jaxpr
+    exe = _eager[key] = device.compile_jaxpr(Jaxpr(params, outs, name="eager"))
+    if len(_eager) > EAGER_CACHE_SIZE: _eager.popitem(last=False)
+  else: _eager.move_to_end(key)
+  return exe.run(bufs)
+
+def _register() -> None:
+  from tinyjx.devices import cpu
+  from tinyjx.lower.compile import find_compiler, NoCompilerError
+  cpu.compile_hook = compile_jaxpr
+  try:
+    find_compiler()
+  except NoCompilerError:
+    return
+  devices.lowering_hook = realize
+
+_register()

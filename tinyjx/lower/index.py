@@ -1,0 +1,283 @@
+"""index: one scheduled kernel becomes loops, accumulators and stores over scalar expressions.
+
+Input: the array-level nodes a kernel must write and the buffer slot of every node it may read
+(inputs, constants and nodes earlier kernels materialized). Output: a `Kernel`, a small tree of
+statements (`Loop`, `Decl`, `Update`, `Store`, `Sort`) whose expressions are scalar UOps over loop
+variables, `LOAD`s from `DEFINE_GLOBAL` buffers and accumulators (`DEFINE_ACC`).
+
+`KernelBuilder.value(node, idx)` is the whole idea: the value of an array node at an index (a tuple of
+index expressions). Elementwise ops apply to the values of their sources at the same index; movement ops
+only change the index (RESHAPE by div/mod, PERMUTE by reordering, EXPAND by a zero, SHRINK by an offset,
+FLIP by reflection, PAD by a bounds check that also guards the load), so views never copy; GATHER loads
+at a clamped, data-dependent index; a REDUCE becomes an accumulator loop placed at the loop depth its
+index needs. An accumulator is legal only where it is computed once per element of the reduction's
+output (the enclosing loops are exactly the loops its index uses, and their sizes multiply to its size);
+otherwise `Misplaced` asks for a different loop order, and `NeedsBuffer` asks the schedule to
+materialize the node.
+"""
+from __future__ import annotations
+import math
+from dataclasses import dataclass, field
+from tinyjx import dtypes
+from tinyjx.uop import UOp, Ops, GroupOp, toposort
+from tinyjx.lower import symbolic as sym
+from tinyjx.lower.symbolic import TRUE, IDX
+
+class NeedsBuffer(Exception):
+  """The schedule must materialize `node`: this kernel cannot compute it in place."""
+  def __init__(self, node: UOp, why: str = ""):
+    super().__init__(f"{node.op.name} {node.shape} needs a buffer: {why}")
+    self.node = node
+
+class Misplaced(Exception):
+  """A reduction's index needs the loops in `dims` outermost."""
+  def __init__(self, node: UOp, used: set):
+    self.node, self.used = node, used
+
+# --- statements ---
+@dataclass(eq=False)
+class Loop:
+  var: UOp                                  # Ops.RANGE, arg (n, size)
+  body: list = field(default_factory=list)
+  parallel: bool = False                    # set by optimize: the outermost loop of parallel work
+  acc: UOp | None = None                    # the accumulator this (innermost reduce) loop updates
+  @property
+  def size(self) -> int: return self.var.arg[1]
+
+@dataclass(eq=False)
+class Decl:
+  acc: UOp                                  # DEFINE_ACC arg (n, alu op): `T acc = identity;`
+
+@dataclass(eq=False)
+class Update:
+  acc: UOp
+  value: UOp                                # acc = acc <op> value
+
+@dataclass(eq=False)
+class Store:
+  buf: UOp                                  # DEFINE_GLOBAL
+  idx: UOp
+  value: UOp
+  valid: UOp = TRUE                         # stores only where valid (scatter's dropped updates)
+
+@dataclass(eq=False)
+class Sort:
+  out: UOp                                  # DEFINE_GLOBAL of int32 indices
+  src: UOp                                  # DEFINE_GLOBAL of the values
+  shape: tuple
+  axis: int
+  descending: bool
+
+@dataclass(eq=False)
+class Kernel:
+  name: str
+  body: list
+  args: list                                # DEFINE_GLOBALs, ordered by slot
+  outs: tuple                               # slots written
+  nodes: list                               # the array-level nodes computed here (DEBUG=3)
+  flops: int = 0
+  nbytes: int = 0
+
+# --- helpers ---
+def strides(shape) -> list[int]:
+  out, acc = [], 1
+  for s in reversed(shape):
+    out.append(acc)
+    acc *= s
+  return out[::-1]
+
+def flat_index(idx, shape) -> UOp: return sym.add(*[sym.mul(i, st) for i, st in zip(idx, strides(shape))])
+
+def unflatten(flat: UOp, shape) -> tuple:
+  return tuple(sym.mod(sym.floordiv(flat, st), s) for st, s in zip(strides(shape), shape))
+
+def scalar(value, dtype) -> UOp: return UOp(Ops.CONST, dtype, (), (value, ()))
+
+def identity(op: Ops, dtype):
+  if op is Ops.ADD: return False if dtype.kind == 'b' else 0
+  if op is Ops.MUL: return True if dtype.kind == 'b' else 1
+  if dtype.kind == 'f': return -math.inf if op is Ops.MAX else math.inf
+  if dtype.kind == 'b': return op is Ops.MIN
+  lo, hi = sym._dtype_bounds(dtype)
+  return lo if op is Ops.MAX else hi
+
+def alu(op: Ops, a: UOp, b: UOp) -> UOp:
+  """A binary op on kernel values; float16/bfloat16 compute in float32 and round back."""
+  if a.dtype in (dtypes.float16, dtypes.bfloat16):
+    f = dtypes.float32
+    return UOp(op, f, (a.cast(f), b.cast(f))).cast(a.dtype)
+  return UOp(op, a.dtype, (a, b))
+
+def load(buf: UOp, idx: UOp, valid: UOp = TRUE) -> UOp:
+  return UOp(Ops.LOAD, buf.dtype, (buf, idx) if valid is TRUE else (buf, idx, valid))
+
+class KernelBuilder:
+  """Builds the statements of one kernel; `slots` maps each node readable from a buffer to its slot."""
+  def __init__(self, slots: dict):
+    self.slots = slots
+    self.memo: dict = {}
+    self.accs: dict = {}
+    self.nvars = self.nacc = 0
+    self.top: list = []
+    self.chain: list[Loop] = []
+    self.fused: dict = {}
+    self.globals: dict = {}
+    self.own: set = set()                 # the kernel's outputs: computed here, never loaded
+
+  def var(self, size: int) -> UOp:
+    self.nvars += 1
+    return sym.loop_var(self.nvars - 1, size)
+
+  def glob(self, node: UOp) -> UOp:
+    slot = self.slots[node]
+    g = UOp(Ops.DEFINE_GLOBAL, node.dtype, (), slot)
+    self.globals[slot] = g
+    return g
+
+  def value(self, n: UOp, idx: tuple, valid: UOp = TRUE) -> UOp:
+    key = (n, idx, valid)
+    if key not in self.memo: self.memo[key] = self._value(n, idx, valid)
+    return self.memo[key]
+
+  def _value(self, n: UOp, idx: tuple, valid: UOp) -> UOp:
+    if n in self.slots and n not in self.own: return load(self.glob(n), flat_index(idx, n.shape), valid)
+    if n.size == 0: return scalar(0, n.dtype)       # never evaluated: a loop over an empty axis
+    self.fused[n] = None
+    if n.op is Ops.CONST: return scalar(n.arg[0], n.dtype)
+    if n.op is Ops.IOTA: return idx[n.arg[1]].cast(n.dtype)
+    if n.op in GroupOp.Elementwise: return UOp(n.op, n.dtype, tuple(self.value(s, idx, valid) for s in n.src), n.arg)
+    if n.op in GroupOp.Movement: return self.view(n, idx, valid)
+    if n.op is Ops.REDUCE: return self.accumulate(n, idx, valid)
+    if n.op is Ops.GATHER: return self.gather(n, idx, valid)
+    raise NeedsBuffer(n, "computed by its own kernel or runtime step")
+
+  def view(self, n: UOp, idx: tuple, valid: UOp) -> UOp:
+    src = n.src[0]
+    if n.op is Ops.RESHAPE: return self.value(src, unflatten(flat_index(idx, n.shape), src.shape), valid)
+    if n.op is Ops.PERMUTE:
+      new = [None] * len(idx)
+      for d, p in enumerate(n.arg): new[p] = idx[d]
+      return self.value(src, tuple(new), valid)
+    if n.op is Ops.EXPAND: return self.value(src, tuple(sym.const(0) if s == 1 else i for i, s in zip(idx, src.shape)), valid)
+    if n.op is Ops.SHRINK: return self.value(src, tuple(sym.add(i, sym.const(lo)) for i, (lo, _) in zip(idx, n.arg)), valid)
+    if n.op is Ops.FLIP:
+      return self.value(src, tuple(sym.add(sym.const(s - 1), sym.mul(i, -1)) if d in n.arg else i
+                                   for d, (i, s) in enumerate(zip(idx, src.shape))), valid)
+    new = tuple(sym.add(i, sym.const(-lo)) for i, (lo, _) in zip(idx, n.arg))   # PAD
+    ok = TRUE
+    for i, s in zip(new, src.shape): ok = sym.and_(ok, sym.in_range(i, s))
+    if ok is TRUE: return self.value(src, new, valid)
+    if sym.is_const(ok): return scalar(0, n.dtype)
+    return UOp(Ops.WHERE, n.dtype, (ok, self.value(src, new, sym.and_(valid, ok)), scalar(0, n.dtype)))
+
+  def gather(self, n: UOp, idx: tuple, valid: UOp) -> UOp:
+    x, ind = n.src
+    k = ind.ndim
+    row = self.value(ind, idx[:k], valid)
+    row = sym.clamp(row if row.dtype is IDX else row.cast(IDX), x.shape[0])
+    return self.value(x, (row,) + idx[k:], valid)
+
+  def accumulate(self, r: UOp, idx: tuple, valid: UOp) -> UOp:
+    """An accumulator for REDUCE `r` at `idx`, placed in the loop its index needs (computed once per element)."""
+    if valid is not TRUE: raise NeedsBuffer(r, "read under a padding mask")
+    if (r, idx) in self.accs: return self.accs[(r, idx)]
+    nodes = toposort(list(idx))
+    if any(u.op is Ops.LOAD for u in nodes): raise NeedsBuffer(r, "read at a data-dependent index")
+    used = {u for u in nodes if u.op is Ops.RANGE}
+    depth = max((k for k, l in enumerate(self.chain) if l.var in used), default=-1)
+    enclosing = self.chain[:depth + 1]
+    if {l.var for l in enclosing} != used or math.prod(l.size for l in enclosing) != r.size: raise Misplaced(r, used)
+    op, axes = r.arg
+    acc = UOp(Ops.DEFINE_ACC, r.dtype, (), (self.nacc, op))
+    self.nacc += 1
+    loops = [Loop(self.var(r.src[0].shape[a])) for a in axes]
+    rest = iter(idx)
+    src_idx = tuple(loops[axes.index(d)].var if d in axes else next(rest) for d in range(r.src[0].ndim))
+    saved, self.chain = self.chain, enclosing + loops
+    try:
+      v = self.value(r.src[0], src_idx)
+    finally:
+      self.chain = saved
+    loops[-1].body.append(Update(acc, v))
+    loops[-1].acc = acc
+    for outer, inner in zip(loops, loops[1:]): outer.body.append(inner)
+    (enclosing[-1].body if enclosing else self.top).extend([Decl(acc), loops[0]])
+    self.accs[(r, idx)] = acc
+    return acc
+
+  # --- loop nests ---
+  def nest(self, shape, order, make_body) -> None:
+    """Loops over `shape` (outermost first in `order`); `make_body(vars)` returns the innermost statements."""
+    vars_ = [self.var(s) for s in shape]
+    loops = [Loop(vars_[d]) for d in order]
+    saved, self.chain = self.chain, loops
+    try:
+      stmts = make_body(tuple(vars_))
+    finally:
+      self.chain = saved
+    (loops[-1].body if loops else self.top).extend(stmts)
+    for outer, inner in zip(loops, loops[1:]): outer.body.append(inner)
+    if loops: self.top.append(loops[0])
+
+  def store(self, nodes: list, order) -> None:
+    shape = nodes[0].shape
+    self.nest(shape, order, lambda v: [Store(self.glob(n), flat_index(v, shape), self.value(n, v)) for n in nodes])
+
+  def cumulative(self, n: UOp) -> None:
+    op, axis, reverse = n.arg
+    shape, src = n.shape, n.src[0]
+    outer = [d for d in range(len(shape)) if d != axis]
+    def body(vars_):
+      acc = UOp(Ops.DEFINE_ACC, n.dtype, (), (self.nacc, op))
+      self.nacc += 1
+      k = self.var(shape[axis])
+      pos = sym.add(sym.const(shape[axis] - 1), sym.mul(k, -1)) if reverse else k
+      full = tuple(pos if d == axis else vars_[outer.index(d)] for d in range(len(shape)))
+      loop = Loop(k, acc=acc)
+      self.chain = self.chain + [loop]
+      loop.body += [Update(acc, self.value(src, full)), Store(self.glob(n), flat_index(full, shape), acc)]
+      return [Decl(acc), loop]
+    self.nest([shape[d] for d in outer], range(len(outer)), body)
+
+  def scatter(self, n: UOp) -> None:
+    x, ind, upd = n.src
+    self.nest(x.shape, range(x.ndim), lambda v: [Store(self.glob(n), flat_index(v, x.shape), self.value(x, v))])
+    k = ind.ndim
+    def body(v):
+      row = self.value(ind, v[:k])
+      row = row if row.dtype is IDX else row.cast(IDX)
+      ok = sym.in_range(row, x.shape[0])
+      at = flat_index((row,) + v[k:], x.shape)
+      new = self.value(upd, v)
+      if n.arg != 'set': new = alu(_SCATTER_OPS[n.arg], load(self.glob(n), at, ok), new)
+      return [Store(self.glob(n), at, new, ok)]
+    self.nest(upd.shape, range(upd.ndim), body)
+
+_SCATTER_OPS = {'add': Ops.ADD, 'mul': Ops.MUL, 'min': Ops.MIN, 'max': Ops.MAX}
+
+def _order_for(shape, used_dims: set) -> tuple:
+  first = [d for d in range(len(shape)) if d in used_dims]
+  return tuple(first + [d for d in range(len(shape)) if d not in used_dims])
+
+def build_kernel(name: str, outs: list, slots: dict) -> Kernel:
+  """The statements of the kernel writing `outs` (array nodes), reading the nodes in `slots`."""
+  node = outs[0]
+  order = tuple(range(node.ndim))
+  for attempt in range(2):
+    b = KernelBuilder(slots)
+    b.own = set(outs) if node.op not in (Ops.SCATTER, Ops.CUMULATIVE, Ops.ARGSORT) else set()
+    try:
+      if node.op is Ops.SCATTER: b.scatter(node)
+      elif node.op is Ops.CUMULATIVE: b.cumulative(node)
+      elif node.op is Ops.ARGSORT: b.top.append(Sort(b.glob(node), b.glob(node.src[0]), node.shape, *node.arg))
+      else: b.store(outs, order)
+      break
+    except Misplaced as e:
+      vars_ = [sym.loop_var(i, s) for i, s in enumerate(node.shape)]
+      dims = {d for d, v in enumerate(vars_) if v in e.used}
+      new_order = _order_for(node.shape, dims)
+      if attempt == 1 or new_order == order or node.op in (Ops.SCATTER, Ops.CUMULATIVE): raise NeedsBuffer(e.node, "no loop order computes it once per element") from None
+      order = new_order
+  args = [b.globals[s] for s in sorted(b.globals)]
+  fused = [n for n in toposort(outs) if n in b.fused or n in outs]
+  return Kernel(name, b.top, args, tuple(slots[o] for o in outs), fused)

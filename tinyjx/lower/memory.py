@@ -1,0 +1,46 @@
+"""memory: liveness-based placement of intermediate buffers in one arena per run.
+
+Input: for each step (kernel or runtime step) in order, the slots it reads and writes, and the byte size
+of every intermediate slot. Output: an offset into the arena for each intermediate and the arena's size.
+A buffer lives from the step that writes it to the last step that reads it; its bytes may be reused only
+by buffers first written by a later step, so no kernel ever reads and writes the same memory through two
+names (the kernels declare their pointers `restrict`). Inputs, outputs and constants are not planned
+here: outputs are fresh on every run and the others belong to their owners.
+"""
+from __future__ import annotations
+
+ALIGN = 64
+
+def _round(n: int) -> int: return (max(n, 1) + ALIGN - 1) // ALIGN * ALIGN
+
+def plan(steps: list[tuple[set, set]], sizes: dict[int, int]) -> tuple[dict[int, int], int]:
+  """Offsets for the slots in `sizes` given `steps` = [(reads, writes), ...]; returns (offsets, arena bytes)."""
+  last: dict[int, int] = {}
+  for i, (reads, writes) in enumerate(steps):
+    for s in reads | writes:
+      if s in sizes: last[s] = i
+  free: list[tuple[int, int]] = []          # (offset, size) blocks usable by the next step
+  offsets: dict[int, int] = {}
+  top = 0
+  for i, (reads, writes) in enumerate(steps):
+    for s in sorted(writes):
+      if s not in sizes or s in offsets: continue
+      need = _round(sizes[s])
+      fit = min((b for b in free if b[1] >= need), key=lambda b: b[1], default=None)
+      if fit is None:
+        offsets[s], top = top, top + need
+        continue
+      free.remove(fit)
+      offsets[s] = fit[0]
+      if fit[1] > need: free.append((fit[0] + need, fit[1] - need))
+    for s in sorted(reads | writes):
+      if last.get(s) == i and s in offsets: free.append((offsets[s], _round(sizes[s])))
+    free = _coalesce(free)
+  return offsets, top
+
+def _coalesce(blocks: list) -> list:
+  out: list = []
+  for off, size in sorted(blocks):
+    if out and out[-1][0] + out[-1][1] == off: out[-1] = (out[-1][0], out[-1][1] + size)
+    else: out.append((off, size))
+  return out

@@ -1,0 +1,344 @@
+"""render: kernel statements to C source. One C-style renderer; a dialect changes only what differs.
+
+`CRenderer.render(kernels, entries)` returns one translation unit: a prelude of small inline helpers
+(the exact semantics of the PYTHON device for integer division, shifts, saturating casts, NaN-propagating
+max/min, bfloat16 rounding, float16 conversion, stable argsort), one function per kernel, and one exported
+entry per run of consecutive kernels, `void tjx_run_N(void **args)`, which casts buffer pointers out of
+the slot table and calls its kernels in order (one foreign call runs many kernels). Each kernel also gets
+an entry `tjx_kernel_N(void **args)` for per-kernel timing at DEBUG=2.
+
+Dialect hooks (`OpenCLRenderer`/`CUDARenderer` later override these): `kernel_prefix`, `buffer_qualifier`,
+`parallel_for` (how the outermost parallel loop is expressed), `type_names`, `prelude_extra`.
+Expressions: a node read more than once in a scope becomes a `const` temporary at its first use there;
+everything else is rendered inline. Names come from per-kernel numbers, so the same program renders to
+the same text in every process (the disk cache is keyed by that text).
+"""
+from __future__ import annotations
+import math
+from tinyjx import dtypes
+from tinyjx.uop import UOp, Ops, toposort
+from tinyjx.lower.index import Loop, Decl, Update, Store, Sort, Kernel, identity
+from tinyjx.lower.symbolic import IDX
+
+TYPES = {dtypes.bool_: '_Bool', dtypes.int8: 'int8_t', dtypes.int16: 'int16_t', dtypes.int32: 'int32_t',
+         dtypes.int64: 'int64_t', dtypes.uint8: 'uint8_t', dtypes.uint16: 'uint16_t', dtypes.uint32: 'uint32_t',
+         dtypes.uint64: 'uint64_t', dtypes.float16: 'half', dtypes.bfloat16: 'float', dtypes.float32: 'float',
+         dtypes.float64: 'double'}
+SUFFIX = {dtypes.int8: 'i8', dtypes.int16: 'i16', dtypes.int32: 'i32', dtypes.int64: 'i64', dtypes.uint8: 'u8',
+          dtypes.uint16: 'u16', dtypes.uint32: 'u32', dtypes.uint64: 'u64', dtypes.float32: 'f32',
+          dtypes.bfloat16: 'f32', dtypes.float64: 'f64', dtypes.bool_: 'b'}
+
+PRELUDE = r"""
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#ifdef __FLT16_MANT_DIG__
+typedef _Float16 half;
+#define TJX_H2F(x) ((float)(x))
+#define TJX_F2H(x) ((half)(x))
+#else
+typedef uint16_t half;
+static inline float TJX_H2F(uint16_t h) {
+  uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, b;
+  if (e == 0x1f) b = s | 0x7f800000u | (m << 13);
+  else if (e) b = s | ((e + 112) << 23) | (m << 13);
+  else { float f = (float)m * 5.9604644775390625e-8f; return s ? -f : f; }
+  float f; memcpy(&f, &b, 4); return f;
+}
+static inline uint16_t TJX_F2H(double d) {
+  uint16_t s = signbit(d) ? 0x8000 : 0; double a = fabs(d); int e;
+  if (a != a) return s | 0x7e00;
+  if (a >= 65520.0) return s | 0x7c00;
+  if (a < 6.103515625e-05) return s | (uint16_t)nearbyint(a * 16777216.0);
+  double q = nearbyint(frexp(a, &e) * 2048.0);
+  if (q == 2048.0) { q = 1024.0; e++; }
+  return s | (uint16_t)(((e + 14) << 10) + ((int)q - 1024));
+}
+#endif
+static inline float tjx_bf16(float x) {
+  if (x != x) return x;
+  uint32_t b; memcpy(&b, &x, 4);
+  b = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
+  memcpy(&x, &b, 4); return x;
+}
+#define TJX_FLOAT_OPS(T, N, ONE) \
+static inline T tjx_max_##N(T a, T b) { return (a > b || a != a) ? a : b; } \
+static inline T tjx_min_##N(T a, T b) { return (a < b || a != a) ? a : b; } \
+static inline T tjx_sign_##N(T x) { return x > 0 ? ONE : (x < 0 ? -ONE : (x == 0 ? (T)0 : x)); }
+TJX_FLOAT_OPS(float, f32, 1.0f)
+TJX_FLOAT_OPS(double, f64, 1.0)
+#define TJX_INT_OPS(T, U, N, BITS, SIGNED) \
+static inline T tjx_max_##N(T a, T b) { return a > b ? a : b; } \
+static inline T tjx_min_##N(T a, T b) { return a < b ? a : b; } \
+static inline T tjx_div_##N(T a, T b) { \
+  if (b == 0) return (T)-1; \
+  if (SIGNED && b == (T)-1) return (T)(0 - (U)a); \
+  return (T)(a / b); } \
+static inline T tjx_rem_##N(T a, T b) { \
+  if (b == 0) return a; \
+  if (SIGNED && b == (T)-1) return 0; \
+  return (T)(a % b); } \
+static inline T tjx_shl_##N(T a, int64_t b) { return (b >= 0 && b < BITS) ? (T)((U)a << b) : (T)0; } \
+static inline T tjx_shr_##N(T a, int64_t b) { return (b >= 0 && b < BITS) ? (T)(a >> b) : (T)(a < 0 ? -1 : 0); } \
+static inline T tjx_abs_##N(T a) { return a < 0 ? (T)(0 - (U)a) : a; } \
+static inline T tjx_pow_##N(T a, T b) { \
+  if (b < 0) return a == 1 ? (T)1 : (a == (T)-1 ? (((uint64_t)b & 1) ? (T)-1 : (T)1) : (T)0); \
+  uint64_t r = 1, x = (uint64_t)a, e = (uint64_t)b; \
+  while (e) { if (e & 1) r *= x; x *= x; e >>= 1; } \
+  return (T)r; }
+TJX_INT_OPS(int8_t, uint8_t, i8, 8, 1)
+TJX_INT_OPS(int16_t, uint16_t, i16, 16, 1)
+TJX_INT_OPS(int32_t, uint32_t, i32, 32, 1)
+TJX_INT_OPS(int64_t, uint64_t, i64, 64, 1)
+TJX_INT_OPS(uint8_t, uint8_t, u8, 8, 0)
+TJX_INT_OPS(uint16_t, uint16_t, u16, 16, 0)
+TJX_INT_OPS(uint32_t, uint32_t, u32, 32, 0)
+TJX_INT_OPS(uint64_t, uint64_t, u64, 64, 0)
+#define TJX_F2I(T, N, LO, HI) \
+static inline T tjx_f2i_##N(double x) { return x != x ? (T)0 : (x >= (double)HI ? HI : (x <= (double)LO ? LO : (T)x)); }
+TJX_F2I(int8_t, i8, INT8_MIN, INT8_MAX)
+TJX_F2I(int16_t, i16, INT16_MIN, INT16_MAX)
+TJX_F2I(int32_t, i32, INT32_MIN, INT32_MAX)
+TJX_F2I(int64_t, i64, INT64_MIN, INT64_MAX)
+TJX_F2I(uint8_t, u8, 0, UINT8_MAX)
+TJX_F2I(uint16_t, u16, 0, UINT16_MAX)
+TJX_F2I(uint32_t, u32, 0, UINT32_MAX)
+TJX_F2I(uint64_t, u64, 0, UINT64_MAX)
+/* stable merge sort of row indices by key; NaN sorts last ascending and first descending (numpy's order) */
+#define TJX_SORT(K, N, NANS) \
+static void tjx_sort_##N(const K* key, int32_t* idx, int32_t* tmp, int64_t n, int desc) { \
+  for (int64_t w = 1; w < n; w *= 2) { \
+    for (int64_t lo = 0; lo < n; lo += 2 * w) { \
+      int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, a = lo, b = mid, o = lo; \
+      while (a < mid && b < hi) { \
+        K x = key[idx[b]], y = key[idx[a]]; \
+        int before = desc ? (x > y || (NANS && x != x && y == y)) : (x < y || (NANS && y != y && x == x)); \
+        tmp[o++] = before ? idx[b++] : idx[a++]; } \
+      while (a < mid) tmp[o++] = idx[a++]; \
+      while (b < hi) tmp[o++] = idx[b++]; } \
+    int32_t* t = idx; idx = tmp; tmp = t; \
+    if (2 * w >= n) { memcpy(tmp, idx, n * sizeof(int32_t)); } } }
+TJX_SORT(double, d, 1)
+TJX_SORT(int64_t, i, 0)
+TJX_SORT(uint64_t, u, 0)
+"""
+
+UNARY_F = {Ops.EXP: 'exp', Ops.LOG: 'log', Ops.EXPM1: 'expm1', Ops.LOG1P: 'log1p', Ops.SIN: 'sin', Ops.COS: 'cos',
+           Ops.TAN: 'tan', Ops.ASIN: 'asin', Ops.ACOS: 'acos', Ops.ATAN: 'atan', Ops.SINH: 'sinh', Ops.COSH: 'cosh',
+           Ops.TANH: 'tanh', Ops.SQRT: 'sqrt', Ops.FLOOR: 'floor', Ops.CEIL: 'ceil', Ops.ROUND: 'rint',
+           Ops.TRUNC: 'trunc', Ops.ABS: 'fabs'}
+INFIX = {Ops.ADD: '+', Ops.SUB: '-', Ops.MUL: '*', Ops.AND: '&', Ops.OR: '|', Ops.XOR: '^', Ops.CMPLT: '<',
+         Ops.CMPLE: '<=', Ops.CMPEQ: '==', Ops.CMPNE: '!='}
+NARROW = {dtypes.bool_, dtypes.int8, dtypes.int16, dtypes.uint8, dtypes.uint16}
+
+def c_float(v: float, dt) -> str:
+  if math.isnan(v): return 'NAN'
+  if math.isinf(v): return 'INFINITY' if v > 0 else '(-INFINITY)'
+  return repr(float(v)) + ('' if dt is dtypes.float64 else 'f')
+
+def c_int(v: int, dt) -> str:
+  lo = -(1 << (8 * dt.itemsize - 1))
+  if dt.kind == 'i' and v == lo: return f"({TYPES[dt]})({v + 1}LL-1)"
+  if dt.itemsize == 8: return f"{v}{'ULL' if dt.kind == 'u' else 'LL'}"
+  if dt.kind == 'u' and dt.itemsize == 4: return f"{v}u"
+  return str(v)
+
+class CRenderer:
+  """C for the CPU device (OpenMP for the parallel loop)."""
+  kernel_prefix = "static void"
+  buffer_qualifier = "restrict"
+  type_names = TYPES
+  prelude_extra = ""
+
+  def parallel_for(self, loop: Loop) -> str: return "#pragma omp parallel for schedule(static)"
+
+  # --- program ---
+  def render(self, kernels: list[Kernel], entries: list[list[int]]) -> str:
+    parts = [PRELUDE, self.prelude_extra]
+    parts += [self.kernel(k) for k in kernels]
+    for e, group in enumerate(entries):
+      calls = "".join(f"  {kernels[i].name}({self.call_args(kernels[i])});\n" for i in group)
+      parts.append(f"void tjx_run_{e}(void **a) {{\n{calls}}}\n")
+    for i, k in enumerate(kernels):
+      parts.append(f"void tjx_kernel_{i}(void **a) {{ {k.name}({self.call_args(k)}); }}\n")
+    parts.append("int tjx_set_threads(int n) {\n#ifdef _OPENMP\n  if (n > 0) omp_set_num_threads(n);\n"
+                 "  return omp_get_max_threads();\n#else\n  return 1;\n#endif\n}\n")
+    return "\n".join(parts)
+
+  def call_args(self, k: Kernel) -> str:
+    return ", ".join(f"({self.ptr_type(g, g.arg in k.outs)})a[{g.arg}]" for g in k.args)
+
+  def ptr_type(self, g: UOp, written: bool) -> str:
+    return f"{'' if written else 'const '}{self.type_names[g.dtype]}*"
+
+  # --- kernels ---
+  def kernel(self, k: Kernel) -> str:
+    self.uses = _count_uses(k.body)
+    self.scopes: list[dict] = [{}]
+    self.ntmp = 0
+    params = ", ".join(f"{self.ptr_type(g, g.arg in k.outs)} {self.buffer_qualifier} b{g.arg}" for g in k.args)
+    lines = [f"{self.kernel_prefix} {k.name}({params}) {{"]
+    self.block(k.body, lines, 1)
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+  def block(self, stmts: list, lines: list, depth: int) -> None:
+    for s in stmts: self.stmt(s, lines, depth)
+
+  def stmt(self, s, lines: list, depth: int) -> None:
+    pad = "  " * depth
+    if isinstance(s, Loop):
+      if s.parallel: lines.append(self.parallel_for(s))
+      elif s.acc is not None and (pragma := self.simd_reduction(s)): lines.append(pragma)
+      v = self.name(s.var)
+      lines.append(f"{pad}for (int64_t {v} = 0; {v} < {s.size}; {v}++) {{")
+      self.scopes.append({})
+      self.block(s.body, lines, depth + 1)
+      self.scopes.pop()
+      lines.append(f"{pad}}}")
+    elif isinstance(s, Decl):
+      lines.append(f"{pad}{self.type_names[s.acc.dtype]} {self.name(s.acc)} = {self.const(identity(s.acc.arg[1], s.acc.dtype), s.acc.dtype)};")
+    elif isinstance(s, Update):
+      v = self.expr(s.value, lines, pad)
+      lines.append(f"{pad}{self.name(s.acc)} = {self.binary(s.acc.arg[1], s.acc.dtype, self.name(s.acc), v)};")
+    elif isinstance(s, Store):
+      idx, v = self.expr(s.idx, lines, pad), self.expr(s.value, lines, pad)
+      if s.valid.op is Ops.CONST: lines.append(f"{pad}b{s.buf.arg}[{idx}] = {v};")
+      else: lines.append(f"{pad}if ({self.expr(s.valid, lines, pad)}) b{s.buf.arg}[{idx}] = {v};")
+    elif isinstance(s, Sort): self.sort(s, lines, pad)
+    else: self.custom(s, lines, depth)
+
+  def custom(self, s, lines: list, depth: int) -> None:
+    raise NotImplementedError(f"no C rendering for statement {type(s).__name__}")
+
+  def simd_reduction(self, loop: Loop) -> str:
+    acc = loop.acc
+    if acc.arg[1] in (Ops.ADD, Ops.MUL) and acc.dtype.kind == 'f' and len(loop.body) == 1:
+      return f"#pragma omp simd reduction({'+' if acc.arg[1] is Ops.ADD else '*'}:{self.name(acc)})"
+    return ""
+
+  def sort(self, s: Sort, lines: list, pad: str) -> None:
+    shape, ax = s.shape, s.axis
+    n, inner = shape[ax], math.prod(shape[ax + 1:])
+    rows = math.prod(shape) // max(n, 1)
+    kind = 'd' if s.src.dtype.kind == 'f' else ('u' if s.src.dtype.kind == 'u' else 'i')
+    key_t = {'d': 'double', 'u': 'uint64_t', 'i': 'int64_t'}[kind]
+    val = f"b{s.src.arg}[base + j * {inner}]"
+    if s.src.dtype is dtypes.float16: val = f"TJX_H2F({val})"
+    lines += [f"{pad}if ({n} > 0) {{",
+              f"#pragma omp parallel if({int(rows > 1 and rows * n > 4096)})",
+              f"{pad}{{",
+              f"{pad}  {key_t}* key = malloc({n} * sizeof({key_t}));",
+              f"{pad}  int32_t* idx = malloc({2 * n} * sizeof(int32_t));",
+              "#pragma omp for",
+              f"{pad}  for (int64_t r = 0; r < {rows}; r++) {{",
+              f"{pad}    int64_t base = (r / {inner}) * {n * inner} + r % {inner};",
+              f"{pad}    for (int64_t j = 0; j < {n}; j++) {{ key[j] = ({key_t}){val}; idx[j] = (int32_t)j; }}",
+              f"{pad}    tjx_sort_{kind}(key, idx, idx + {n}, {n}, {int(s.descending)});",
+              f"{pad}    for (int64_t j = 0; j < {n}; j++) b{s.out.arg}[base + j * {inner}] = idx[j];",
+              f"{pad}  }}",
+              f"{pad}  free(key); free(idx);",
+              f"{pad}}}}}"]
+
+  # --- expressions ---
+  def name(self, u: UOp) -> str:
+    if u.op is Ops.RANGE: return f"i{u.arg[0]}"
+    if u.op is Ops.DEFINE_ACC: return f"acc{u.arg[0]}"
+    if u.op is Ops.SPECIAL: return u.arg[0]
+    raise ValueError(f"{u.op} has no name")
+
+  def expr(self, u: UOp, lines: list, pad: str) -> str:
+    for scope in reversed(self.scopes):
+      if u in scope: return scope[u]
+    text = self.render_node(u, lines, pad)
+    if self.uses.get(u, 0) > 1 and u.op not in (Ops.CONST, Ops.RANGE, Ops.DEFINE_ACC, Ops.SPECIAL):
+      tmp = f"t{self.ntmp}"
+      self.ntmp += 1
+      lines.append(f"{pad}const {self.type_names.get(u.dtype, 'int64_t')} {tmp} = {text};")
+      text = tmp
+    self.scopes[-1][u] = text
+    return text
+
+  def render_node(self, u: UOp, lines: list, pad: str) -> str:
+    if u.op in (Ops.RANGE, Ops.DEFINE_ACC, Ops.SPECIAL): return self.name(u)
+    if u.op is Ops.CONST: return self.const(u.arg[0], u.dtype)
+    if u.op is Ops.LOAD:
+      src = [self.expr(s, lines, pad) for s in u.src[1:]]
+      ref = f"b{u.src[0].arg}[{src[0]}]"
+      return ref if len(src) == 1 else f"({src[1]} ? {ref} : {self.const(0, u.dtype)})"
+    src = [self.expr(s, lines, pad) for s in u.src]
+    if u.op is Ops.WHERE: return f"({src[0]} ? {src[1]} : {src[2]})"
+    if u.op is Ops.CAST: return self.cast(u.src[0].dtype, u.dtype, src[0])
+    if u.op is Ops.BITCAST:
+      return f"((union {{ {self.type_names[u.src[0].dtype]} a; {self.type_names[u.dtype]} b; }}){{ .a = {src[0]} }}).b"
+    if len(src) == 1: return self.unary(u.op, u.dtype, src[0])
+    if u.op in (Ops.SHL, Ops.SHR): return f"tjx_{u.op.name.lower()}_{SUFFIX[u.dtype]}({src[0]}, (int64_t)({src[1]}))"
+    return self.binary(u.op, u.src[0].dtype if u.op in INFIX and u.dtype is dtypes.bool_ else u.dtype, *src, u=u)
+
+  def const(self, v, dt) -> str:
+    if dt.kind == 'b': return '1' if v else '0'
+    if dt is dtypes.float16: return f"TJX_F2H({c_float(float(v), dtypes.float32)})"
+    if dt.kind == 'f': return c_float(float(v), dt)
+    return c_int(int(v), dt)
+
+  def cast(self, src, dst, x: str) -> str:
+    if dst.kind == 'b': return f"({x} != 0)"
+    if src is dtypes.float16: x, src = f"TJX_H2F({x})", dtypes.float32
+    if dst is dtypes.float16: return f"TJX_F2H({x})"
+    if dst is dtypes.bfloat16: return f"tjx_bf16((float)({x}))"
+    if src.kind == 'f' and dst.kind in 'iu': return f"tjx_f2i_{SUFFIX[dst]}({x})"
+    return f"(({self.type_names[dst]})({x}))"
+
+  def unary(self, op: Ops, dt, x: str) -> str:
+    t, sfx = self.type_names[dt], SUFFIX.get(dt, '')
+    if dt.kind == 'f':
+      f = 'f' if dt is not dtypes.float64 else ''
+      if op is Ops.NEG: return f"(-{x})"
+      if op is Ops.RECIP: return f"({self.const(1, dt)} / {x})"
+      if op is Ops.SIGN: return f"tjx_sign_{sfx}({x})"
+      if op is Ops.ERF: return f"(({t})erf((double)({x})))"
+      return f"{UNARY_F[op]}{f}({x})"
+    if op is Ops.NEG: return f"(({t})(0 - {x}))" if dt.kind == 'u' else f"(({t})(-{x}))"
+    if op is Ops.NOT: return f"(!{x})" if dt.kind == 'b' else f"(({t})(~{x}))"
+    if op is Ops.ABS: return x if dt.kind in 'ub' else f"tjx_abs_{sfx}({x})"
+    if op is Ops.SIGN: return f"(({t})(({x}) > 0) - ({t})(({x}) < 0))" if dt.kind == 'i' else f"(({t})(({x}) > 0))"
+    raise NotImplementedError(f"no C rendering for {op.name} on {dt}")
+
+  def binary(self, op: Ops, dt, a: str, b: str, u: UOp | None = None) -> str:
+    t, sfx = self.type_names[dt], SUFFIX.get(dt, '')
+    if dt is dtypes.bool_ and op in (Ops.ADD, Ops.MAX): op = Ops.OR
+    if dt is dtypes.bool_ and op in (Ops.MUL, Ops.MIN): op = Ops.AND
+    if op in INFIX:
+      out = f"({a} {INFIX[op]} {b})"
+      return f"(({t})({a} {INFIX[op]} {b}))" if dt in NARROW and u is not None and u.dtype is not dtypes.bool_ else out
+    if op in (Ops.MAX, Ops.MIN): return f"tjx_{op.name.lower()}_{sfx}({a}, {b})"
+    if dt.kind == 'f':
+      f = '' if dt is dtypes.float64 else 'f'
+      if op is Ops.DIV: return f"({a} / {b})"
+      if op is Ops.REM: return f"fmod{f}({a}, {b})"
+      if op is Ops.POW: return f"pow{f}({a}, {b})"
+      if op is Ops.ATAN2: return f"atan2{f}({a}, {b})"
+    if op in (Ops.DIV, Ops.REM) and u is not None and _positive_const(u.src[1]):
+      return f"({a} {'/' if op is Ops.DIV else '%'} {b})"
+    if op in (Ops.DIV, Ops.REM, Ops.POW): return f"tjx_{op.name.lower()}_{sfx}({a}, {b})"
+    raise NotImplementedError(f"no C rendering for {op.name} on {dt}")
+
+def _positive_const(u: UOp) -> bool: return u.op is Ops.CONST and u.arg[0] > 0
+
+def _count_uses(stmts: list) -> dict:
+  """How many parents each expression node has across a kernel (a node used twice becomes a temporary)."""
+  roots = []
+  def walk(ss):
+    for s in ss:
+      if isinstance(s, Loop): walk(s.body)
+      elif isinstance(s, Update): roots.append(s.value)
+      elif isinstance(s, Store): roots.extend([s.idx, s.value, s.valid])
+  walk(stmts)
+  uses: dict = {}
+  for n in toposort(roots):
+    for s in n.src: uses[s] = uses.get(s, 0) + 1
+  return uses

@@ -1,0 +1,94 @@
+"""schedule: which nodes get buffers, and the ordered list of kernels and runtime steps that fill them.
+
+Every node that is not materialized is computed inside each kernel that reads it (fusion): elementwise
+chains and views fuse into their consumers and into reductions, and a reduction fuses into its
+elementwise consumers as an accumulator (index.py decides where that is legal). Materialized are:
+- the outputs;
+- nodes that need a kernel of their own: SCATTER (a copy, then a sequential update loop), ARGSORT (and
+  its input, which the sort reads at random) and CUMULATIVE (a scan loop);
+- runtime steps (multi-output control flow, collectives: ops in `STEP_OPS`) with their inputs and the
+  GETITEM nodes that name their outputs;
+- a reduction read by more than one kernel (computed once instead of once per reader);
+- an elementwise node with transcendental work read by several kernels through different views;
+- anything the kernel builder reported it cannot compute in place (`forced`, from `index.NeedsBuffer`).
+
+The result is a list of `KernelItem`s and `StepItem`s in dependency order.
+"""
+from __future__ import annotations
+from dataclasses import dataclass, field
+from tinyjx.uop import UOp, Ops, GroupOp, toposort
+
+INPUT_OPS = {Ops.BUFFER, Ops.PARAM}
+OWN_KERNEL = {Ops.SCATTER, Ops.ARGSORT, Ops.CUMULATIVE}
+STEP_OPS = GroupOp.MultiOutput | GroupOp.Collective
+EXPENSIVE = {Ops.EXP, Ops.LOG, Ops.EXPM1, Ops.LOG1P, Ops.SIN, Ops.COS, Ops.TAN, Ops.ASIN, Ops.ACOS, Ops.ATAN,
+             Ops.SINH, Ops.COSH, Ops.TANH, Ops.ERF, Ops.POW, Ops.ATAN2}
+
+@dataclass(eq=False)
+class KernelItem:
+  outs: list                        # array nodes this kernel writes
+
+@dataclass(eq=False)
+class StepItem:
+  node: UOp                         # the multi-output or collective node run by the runtime
+  outs: list = field(default_factory=list)   # its GETITEM nodes by output index (None where unused)
+
+def _needs_buffer(n: UOp) -> bool:
+  return n.op in OWN_KERNEL or n.op in STEP_OPS or n.op is Ops.GETITEM
+
+def _forced_sources(n: UOp) -> list:
+  if n.op is Ops.ARGSORT or n.op in STEP_OPS: return [s for s in n.src if s.op not in INPUT_OPS]
+  return []
+
+def _inlined(root: UOp, materialized: set) -> list:
+  """Nodes computed inside the kernel of `root` (everything up to buffers and inputs)."""
+  seen, stack, out = {root}, list(root.src), []
+  while stack:
+    n = stack.pop()
+    if n in seen or n in materialized or n.op in INPUT_OPS: continue
+    seen.add(n)
+    out.append(n)
+    stack.extend(n.src)
+  return out
+
+def _views_of(n: UOp, users: dict) -> int:
+  """How many distinct view chains read `n` (a node read through one chain is computed once per element)."""
+  return len(users.get(n, ()))
+
+def decide_buffers(roots: list, forced: set) -> set:
+  """The set of materialized nodes (see the module docstring)."""
+  nodes = toposort(roots)
+  m = {n for n in list(roots) + list(forced) if n.op not in INPUT_OPS}
+  for n in nodes:
+    if _needs_buffer(n): m.add(n)
+    m.update(_forced_sources(n))
+  users: dict = {}
+  for n in nodes:
+    for s in n.src: users.setdefault(s, set()).add(n)
+  while True:
+    readers: dict = {}
+    for k in (n for n in nodes if n in m and n.op not in STEP_OPS):
+      for n in _inlined(k, m): readers.setdefault(n, set()).add(k)
+    extra = {n for n, ks in readers.items() if len(ks) > 1 and _worth_buffer(n, users)}
+    if not extra: return m
+    m |= extra
+
+def _worth_buffer(n: UOp, users: dict) -> bool:
+  if n.op is Ops.REDUCE: return True
+  return n.op in EXPENSIVE and n.size >= 1024 and _views_of(n, users) > 1
+
+def schedule(roots: list, forced: set = frozenset()) -> list:
+  """Kernels and steps, in dependency order, that compute every materialized node of `roots`."""
+  m = decide_buffers(roots, set(forced))
+  items, steps = [], {}
+  for n in toposort(roots):
+    if n not in m: continue
+    if n.op is Ops.GETITEM:
+      steps[n.src[0]].outs[n.arg] = n
+    elif n.op in STEP_OPS:
+      from tinyjx.uop import out_avals
+      steps[n] = StepItem(n, [None] * len(out_avals(n)) if n.op in GroupOp.MultiOutput else [n])
+      items.append(steps[n])
+    else:
+      items.append(KernelItem([n]))
+  return items

@@ -1,0 +1,196 @@
+"""symbolic: integer index arithmetic inside kernels, simplified while it is built.
+
+Index expressions are scalar UOps of dtype `IDX` (int64) over loop variables (`Ops.RANGE`, arg
+`(n, size)`, numbered per kernel so generated source is the same in every process) and C variables of a
+code template (`Ops.SPECIAL`, arg `(name, size)`). The constructors here (`add`, `mul`, `floordiv`,
+`mod`, `lt`) keep a canonical linear form (a sum of coefficient * atom plus a constant, atoms in a fixed
+order) and use value bounds to drop divisions and remainders that cannot change anything. That is what
+makes a chain of views cheap: `(i // B) * B + i % B` is `i`, and a reshape that only adds a size-1 axis
+costs no arithmetic at all. `resimplify` rebuilds an expression after loop variables were substituted.
+
+Invariant: `floordiv` and `mod` are C's `/` and `%`; they equal floor division only where the dividend is
+non-negative, which holds for every in-bounds index (padding masks guard the rest).
+"""
+from __future__ import annotations
+import math, weakref
+from tinyjx import dtypes
+from tinyjx.uop import UOp, Ops, toposort
+
+IDX = dtypes.int64
+_BIG = 1 << 62
+
+def const(v: int) -> UOp: return UOp(Ops.CONST, IDX, (), (int(v), ()))
+def loop_var(n: int, size: int) -> UOp: return UOp(Ops.RANGE, IDX, (), (n, size))
+def special(name: str, size: int) -> UOp: return UOp(Ops.SPECIAL, IDX, (), (name, size))
+def is_const(x: UOp, v=None) -> bool: return x.op is Ops.CONST and (v is None or x.arg[0] == v)
+
+_bounds: 'weakref.WeakKeyDictionary[UOp, tuple]' = weakref.WeakKeyDictionary()
+
+def bounds(x: UOp) -> tuple[int, int]:
+  """Inclusive (min, max) of the values `x` can take."""
+  got = _bounds.get(x)
+  if got is None: _bounds[x] = got = _compute_bounds(x)
+  return got
+
+def _dtype_bounds(d) -> tuple[int, int]:
+  if d.kind == 'b': return (0, 1)
+  if d.kind in 'iu': return (0 if d.kind == 'u' else -(1 << (8 * d.itemsize - 1)), (1 << (8 * d.itemsize - (d.kind == 'i'))) - 1)
+  return (-_BIG, _BIG)
+
+def _compute_bounds(x: UOp) -> tuple[int, int]:
+  if x.op is Ops.CONST: return (int(x.arg[0]), int(x.arg[0]))
+  if x.op in (Ops.RANGE, Ops.SPECIAL): return (0, x.arg[1] - 1)
+  b = [bounds(s) for s in x.src]
+  if x.op is Ops.ADD: return (b[0][0] + b[1][0], b[0][1] + b[1][1])
+  if x.op is Ops.MUL:
+    corners = [p * q for p in b[0] for q in b[1]]
+    return (min(corners), max(corners))
+  if x.op is Ops.DIV and is_const(x.src[1]) and b[0][0] >= 0: return (b[0][0] // x.src[1].arg[0], b[0][1] // x.src[1].arg[0])
+  if x.op is Ops.REM and is_const(x.src[1]) and b[0][0] >= 0: return (0, min(b[0][1], x.src[1].arg[0] - 1))
+  if x.op is Ops.MAX: return (max(b[0][0], b[1][0]), max(b[0][1], b[1][1]))
+  if x.op is Ops.MIN: return (min(b[0][0], b[1][0]), min(b[0][1], b[1][1]))
+  if x.op is Ops.WHERE: return (min(b[1][0], b[2][0]), max(b[1][1], b[2][1]))
+  if x.op is Ops.CAST and x.src[0].dtype.kind in 'iub': return b[0]
+  return _dtype_bounds(x.dtype)
+
+# --- the linear form: {atom: coefficient}, constant ---
+def linear(x: UOp) -> tuple[dict, int]:
+  if x.op is Ops.CONST: return {}, int(x.arg[0])
+  if x.op is Ops.ADD:
+    (ta, ca), (tb, cb) = linear(x.src[0]), linear(x.src[1])
+    out = dict(ta)
+    for a, c in tb.items(): out[a] = out.get(a, 0) + c
+    return {a: c for a, c in out.items() if c}, ca + cb
+  if x.op is Ops.MUL and is_const(x.src[1]):
+    t, c = linear(x.src[0])
+    k = x.src[1].arg[0]
+    return ({a: v * k for a, v in t.items()} if k else {}), c * k
+  return {x: 1}, 0
+
+def _atom_order(a: UOp):
+  return (0, a.arg[0]) if a.op is Ops.RANGE else (1, str(a.arg[0])) if a.op is Ops.SPECIAL else (2, a.key)
+
+def from_linear(terms: dict, c: int) -> UOp:
+  terms, extra = _merge_div_mod({a: v for a, v in terms.items() if v})
+  c += extra
+  out = None
+  for a in sorted(terms, key=_atom_order):
+    t = a if terms[a] == 1 else UOp(Ops.MUL, IDX, (a, const(terms[a])))
+    out = t if out is None else UOp(Ops.ADD, IDX, (out, t))
+  if out is None: return const(c)
+  return out if c == 0 else UOp(Ops.ADD, IDX, (out, const(c)))
+
+def _merge_div_mod(terms: dict) -> tuple[dict, int]:
+  """k*d*(y // d) + k*(y % d) == k*y for y >= 0: undoes a split of an axis followed by a merge."""
+  extra = 0
+  for a in list(terms):
+    if a.op is not Ops.REM or a not in terms or bounds(a.src[0])[0] < 0: continue
+    d = a.src[1].arg[0]
+    q = UOp(Ops.DIV, IDX, (a.src[0], a.src[1]))
+    if terms.get(q) != terms[a] * d: continue
+    k = terms.pop(a)
+    terms.pop(q)
+    inner, c0 = linear(a.src[0])
+    for t, v in inner.items(): terms[t] = terms.get(t, 0) + k * v
+    extra += k * c0
+  return {a: v for a, v in terms.items() if v}, extra
+
+# --- constructors ---
+def add(*xs: UOp) -> UOp:
+  terms, c = {}, 0
+  for x in xs:
+    t, k = linear(x)
+    for a, v in t.items(): terms[a] = terms.get(a, 0) + v
+    c += k
+  return from_linear(terms, c)
+
+def mul(x: UOp, k: int) -> UOp:
+  t, c = linear(x)
+  return from_linear({a: v * k for a, v in t.items()} if k else {}, c * k)
+
+def floordiv(x: UOp, d: int) -> UOp:
+  """x / d (C division) for a positive constant d."""
+  if d == 1: return x
+  lo, hi = bounds(x)
+  if lo >= 0 and hi < d: return const(0)
+  if lo < 0: return UOp(Ops.DIV, IDX, (x, const(d)))
+  terms, c = linear(x)
+  g = math.gcd(d, c, *terms.values())
+  if g > 1: return floordiv(from_linear({a: v // g for a, v in terms.items()}, c // g), d // g)
+  whole = {a: v // d for a, v in terms.items() if v % d == 0}
+  rest = from_linear({a: v for a, v in terms.items() if v % d}, c % d)
+  base = from_linear(whole, c // d)
+  rlo, rhi = bounds(rest)
+  if rlo >= 0 and rhi < d: return base
+  if rlo < 0: return UOp(Ops.DIV, IDX, (x, const(d)))
+  if rest.op is Ops.DIV and is_const(rest.src[1]): inner = floordiv(rest.src[0], rest.src[1].arg[0] * d)
+  else: inner = UOp(Ops.DIV, IDX, (rest, const(d)))
+  return add(base, inner)
+
+def mod(x: UOp, d: int) -> UOp:
+  """x % d (C remainder) for a positive constant d."""
+  if d == 1: return const(0)
+  lo, hi = bounds(x)
+  if lo >= 0 and hi < d: return x
+  if lo < 0: return UOp(Ops.REM, IDX, (x, const(d)))
+  terms, c = linear(x)
+  rest = from_linear({a: v for a, v in terms.items() if v % d}, c % d)
+  rlo, rhi = bounds(rest)
+  if rlo >= 0 and rhi < d: return rest
+  if rest.op is Ops.REM and is_const(rest.src[1]) and rest.src[1].arg[0] % d == 0: return mod(rest.src[0], d)
+  return UOp(Ops.REM, IDX, (rest if rlo >= 0 else x, const(d)))
+
+TRUE = UOp(Ops.CONST, dtypes.bool_, (), (True, ()))
+
+def lt(x: UOp, k: int) -> UOp:
+  """The bool x < k, folded to a constant where the bounds decide it."""
+  lo, hi = bounds(x)
+  if hi < k: return TRUE
+  if lo >= k: return UOp(Ops.CONST, dtypes.bool_, (), (False, ()))
+  return UOp(Ops.CMPLT, dtypes.bool_, (x, const(k)))
+
+def ge(x: UOp, k: int) -> UOp:
+  lo, hi = bounds(x)
+  if lo >= k: return TRUE
+  if hi < k: return UOp(Ops.CONST, dtypes.bool_, (), (False, ()))
+  return UOp(Ops.NOT, dtypes.bool_, (UOp(Ops.CMPLT, dtypes.bool_, (x, const(k))),))
+
+def and_(a: UOp, b: UOp) -> UOp:
+  if a is TRUE: return b
+  if b is TRUE: return a
+  if is_const(a) or is_const(b): return a if is_const(a) else b   # one side is False
+  return UOp(Ops.AND, dtypes.bool_, (a, b))
+
+def in_range(x: UOp, size: int) -> UOp: return and_(ge(x, 0), lt(x, size))
+
+def clamp(x: UOp, size: int) -> UOp:
+  """x limited to [0, size-1] (gather indices)."""
+  lo, hi = bounds(x)
+  if hi > size - 1: x = UOp(Ops.MIN, IDX, (x, const(size - 1)))
+  if lo < 0: x = UOp(Ops.MAX, IDX, (x, const(0)))
+  return x
+
+def resimplify(x: UOp) -> UOp:
+  """Rebuild index arithmetic bottom-up through the constructors (after loop variables were substituted)."""
+  done: dict = {}
+  for n in toposort([x]):
+    src = tuple(done[s] for s in n.src)
+    if n.dtype is IDX and n.op is Ops.ADD: done[n] = add(*src)
+    elif n.dtype is IDX and n.op is Ops.MUL and is_const(src[1]): done[n] = mul(src[0], src[1].arg[0])
+    elif n.dtype is IDX and n.op is Ops.DIV and is_const(src[1]): done[n] = floordiv(src[0], src[1].arg[0])
+    elif n.dtype is IDX and n.op is Ops.REM and is_const(src[1]): done[n] = mod(src[0], src[1].arg[0])
+    else: done[n] = n if src == n.src else n.replace(src=src)
+  return done[x]
+
+def loop_vars(x: UOp) -> set:
+  """The loop variables and template variables `x` depends on."""
+  return {n for n in toposort([x]) if n.op in (Ops.RANGE, Ops.SPECIAL)}
+
+_SYM = {Ops.ADD: '+', Ops.MUL: '*', Ops.DIV: '/', Ops.REM: '%', Ops.CMPLT: '<', Ops.AND: '&&', Ops.MAX: 'max', Ops.MIN: 'min'}
+def pretty(x: UOp) -> str:
+  """Index arithmetic as readable text: `(i0*25+i1+28)/5%5`."""
+  if x.op is Ops.CONST: return str(x.arg[0])
+  if x.op is Ops.RANGE: return f"i{x.arg[0]}"
+  if x.op is Ops.SPECIAL: return str(x.arg[0])
+  if x.op in _SYM and len(x.src) == 2: return f"({pretty(x.src[0])}{_SYM[x.op]}{pretty(x.src[1])})"
+  return f"{x.op.name.lower()}({', '.join(pretty(s) for s in x.src)})"

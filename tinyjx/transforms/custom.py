@@ -1,0 +1,404 @@
+"""custom: `custom_vjp`, `custom_jvp` and `checkpoint` (`remat`): functions whose derivative the user gives, or
+whose forward pass the backward pass recomputes. Each call is staged as one multi-output node holding its
+sub-jaxprs, with rules in every table.
+
+Node layout (CUSTOM_VJP, CUSTOM_JVP, CHECKPOINT):
+- `src`: the flat differentiable inputs (`arg.num_diff` of them), then the values the function closed over
+  (grad tags and PARAMs of enclosing transforms it used), lifted out of its jaxprs ("closure conversion"), so
+  sub-jaxprs never hide a tag or an outer trace. Constants and buffers stay inside.
+- `arg`: a `CallSpec`. `arg.jaxpr` is what the node evaluates: one param per src, outputs = the node's outputs
+  (`arg.out_avals`). `arg.rules` holds the other jaxprs by name:
+  - custom_jvp: `jvp(primals..., tangents of the primals..., closed-over...) -> (outs..., tangent outs...)`;
+  - custom_vjp: `fwd(srcs...) -> (outs..., residuals...)` and
+    `bwd(residuals..., output cts..., closed-over...) -> one ct per differentiable input`.
+    Under grad (a src carries a tag) `arg.jaxpr` is `fwd` itself, so the node also outputs the residuals
+    (indices from `arg.num_out` on) and the backward pass reuses them instead of running fwd again;
+  - checkpoint: no rules; its vjp is a new CHECKPOINT node of the memoized vjp jaxpr, so the backward pass runs
+    the forward again from the inputs instead of keeping intermediates.
+- A call whose inputs are all concrete and untagged runs the function directly (plain eager code).
+
+Every jaxpr has all inputs first in the order above, so a transform can map each of them the same way
+(`CallSpec.map_jaxprs`): vmap batches them all with every input and output batched on axis 0.
+"""
+from __future__ import annotations
+import contextlib, functools, hashlib, inspect
+from tinyjx import dtypes, tree_util, tracing
+from tinyjx.array import Array
+from tinyjx.tracing import Jaxpr
+from tinyjx.uop import UOp, Ops, substitute, fresh_id
+from tinyjx.transforms import ad
+
+class CallSpec:
+  """The static half of a custom-rule or checkpoint node: the jaxpr it evaluates and its rule jaxprs."""
+  __slots__ = ('kind', 'jaxpr', 'num_out', 'num_diff', 'rules', '_key')
+  def __init__(self, kind: str, jaxpr: Jaxpr, num_out: int, num_diff: int, rules: tuple = ()):
+    self.kind, self.jaxpr, self.num_out, self.num_diff, self.rules = kind, jaxpr, num_out, num_diff, tuple(rules)
+    self._key = None
+
+  @property
+  def out_avals(self) -> tuple: return self.jaxpr.out_avals
+  @property
+  def params(self): return self.jaxpr.params
+  @property
+  def outs(self): return self.jaxpr.outs
+  @property
+  def jaxprs(self) -> tuple: return (self.jaxpr,) + tuple(j for _, j in self.rules)
+  def rule(self, name: str) -> Jaxpr: return dict(self.rules)[name]
+  def has_residual_outputs(self) -> bool: return len(self.jaxpr.outs) > self.num_out
+
+  @property
+  def key(self) -> str:
+    if self._key is None:
+      parts = [self.kind, self.jaxpr.key, str(self.num_out), str(self.num_diff)] + [f"{n}={j.key}" for n, j in self.rules]
+      self._key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
+    return self._key
+  def __eq__(self, other): return isinstance(other, CallSpec) and other.key == self.key
+  def __hash__(self): return hash(self.key)
+
+  def map_jaxprs(self, fn) -> 'CallSpec':
+    """The same spec with `fn(jaxpr)` applied to the evaluated jaxpr and to every rule jaxpr."""
+    return CallSpec(self.kind, fn(self.jaxpr), self.num_out, self.num_diff, tuple((n, fn(j)) for n, j in self.rules))
+
+  def pretty_params(self) -> str:
+    named = [('jaxpr', self.jaxpr)] + list(self.rules)
+    body = "\n".join(f"      {n}={tracing.pretty(j, 6).lstrip()}" for n, j in named)
+    return f"[\n{body}\n      num_out={self.num_out}\n    ]"
+
+# ---------------------------------------------------------------- staging a call as a node
+
+def is_plain(arrays) -> bool:
+  """Concrete, untagged inputs: nothing to stage, the function can simply run."""
+  return all(a.uop.is_concrete and 'TAG' not in a.uop.flags for a in arrays)
+
+def foreign_leaves(jaxpr: Jaxpr) -> list[UOp]:
+  """Grad tags and PARAMs of other traces that `jaxpr` uses (not what is below them), in a stable order."""
+  own, found, seen = set(jaxpr.params), [], set()
+  stack = list(reversed(jaxpr.outs))
+  while stack:
+    n = stack.pop()
+    if n in seen: continue
+    seen.add(n)
+    if n.op is Ops.TAG or (n.op is Ops.PARAM and n not in own): found.append(n); continue
+    if 'TAG' in n.flags or 'PARAM' in n.flags: stack.extend(reversed(n.src))
+  return found
+
+def close_over(jaxprs: list[Jaxpr]) -> tuple[list[Jaxpr], list[UOp]]:
+  """Closure conversion: the values the jaxprs closed over become extra trailing params of each of them."""
+  consts = list(dict.fromkeys(n for j in jaxprs for n in foreign_leaves(j)))
+  if not consts: return jaxprs, []
+  out = []
+  for j in jaxprs:
+    tid = j.params[0].arg[2] if j.params else fresh_id()
+    extra = [UOp(Ops.PARAM, c.dtype, (), (len(j.params) + k, c.shape, tid)) for k, c in enumerate(consts)]
+    outs = substitute(list(j.outs), dict(zip(consts, extra)))
+    out.append(Jaxpr(list(j.params) + extra, outs, j.in_tree, j.out_tree, j.out_weak, j.name))
+  return out, consts
+
+def node_outputs(op: Ops, srcs: list, spec: CallSpec) -> list[UOp]:
+  """The node and one GETITEM per user-visible output."""
+  avals = spec.out_avals
+  node = UOp(op, avals[0][1] if avals else dtypes.bool_, tuple(srcs), spec)
+  return [UOp(Ops.GETITEM, dt, (node,), i) for i, (_, dt) in enumerate(avals[:spec.num_out])]
+
+def resolve_kwargs(fun, args: tuple, kwargs: dict, what: str) -> tuple:
+  """Keyword arguments bound to their positions (custom rules see positional arguments only, as in JAX)."""
+  if not kwargs: return tuple(args)
+  bound = inspect.signature(fun).bind(*args, **kwargs)
+  bound.apply_defaults()
+  if bound.kwargs:
+    raise TypeError(f"{what} does not support keyword-only arguments ({', '.join(bound.kwargs)}); pass them positionally")
+  return tuple(bound.args)
+
+def fun_name(f) -> str: return getattr(f, '__name__', type(f).__name__)
+
+class Call:
+  """One call of a custom-rule function: static (nondiff) args kept as Python values, the rest flattened."""
+  def __init__(self, fun, args: tuple, nondiff_argnums: tuple):
+    self.args, self.nondiff = args, tuple(i % len(args) for i in nondiff_argnums) if args else ()
+    self.diff = tuple(a for i, a in enumerate(args) if i not in self.nondiff)
+    leaves, self.in_tree = tree_util.tree_flatten(self.diff)
+    paths = tracing.arg_paths(fun, args, None, skip=set(self.nondiff))
+    self.arrays = [ad.as_array(x, p) for x, p in zip(leaves, paths)]
+    self.avals, self.paths = [a.aval for a in self.arrays], paths
+
+  def full_args(self, flat) -> list:
+    """The original argument list with the differentiable ones rebuilt from `flat` leaves."""
+    it = iter(tree_util.tree_unflatten(self.in_tree, list(flat)))
+    return [a if i in self.nondiff else next(it) for i, a in enumerate(self.args)]
+  def static(self) -> list: return [self.args[i] for i in self.nondiff]
+  def diff_tree(self, flat): return tree_util.tree_unflatten(self.in_tree, list(flat))
+
+@contextlib.contextmanager
+def tracing_rule(custom):
+  """While a custom function's rules are traced, calling the function itself (as `fwd` and `jvp` rules often
+  do, for the primal output) runs its body directly instead of staging it again without end."""
+  custom.in_rule = True
+  try: yield
+  finally: custom.in_rule = False
+
+def trace(fun, avals, name: str, paths=None) -> Jaxpr: return tracing.trace_flat(fun, avals, name, paths)
+
+def out_avals_text(tree, avals) -> str:
+  leaves = ", ".join(f"{d.short}[{','.join(map(str, s))}]" for s, d in avals)
+  return f"{tree} with leaves {leaves}"
+
+# ---------------------------------------------------------------- custom_jvp
+
+class custom_jvp:
+  """A function with a user-defined forward-mode derivative (reverse mode transposes it).
+
+  >>> import tinyjx, tinyjx.numpy as jnp
+  >>> @tinyjx.custom_jvp
+  ... def f(x): return jnp.sin(x)
+  >>> @f.defjvp
+  ... def f_jvp(primals, tangents): return f(primals[0]), 2.0 * tangents[0]
+  >>> tinyjx.grad(f)(0.0).item()
+  2.0
+  """
+  def __init__(self, fun, nondiff_argnums=()):
+    functools.update_wrapper(self, fun)
+    self.fun, self.nondiff_argnums, self.jvp, self.in_rule = fun, tuple(nondiff_argnums), None, False
+
+  def defjvp(self, jvp, symbolic_zeros=False):
+    """Set the rule `jvp(*nondiff_args, primals, tangents) -> (primal_out, tangent_out)`; returns `jvp`."""
+    self.jvp = jvp
+    return jvp
+
+  def defjvps(self, *jvps):
+    """One rule per argument, `jvp_i(g_i, primal_out, *primals) -> tangent contribution` (None: no dependence)."""
+    if self.nondiff_argnums: raise TypeError("defjvps cannot be used with nondiff_argnums; use defjvp instead")
+    def jvp(primals, tangents):
+      out = self.fun(*primals)
+      parts = [rule(t, out, *primals) for rule, t in zip(jvps, tangents) if rule is not None]
+      if not parts: return out, tree_util.tree_map(lambda o: o * 0, out)
+      return out, functools.reduce(lambda a, b: tree_util.tree_map(lambda x, y: x + y, a, b), parts)
+    self.jvp = jvp
+
+  def __call__(self, *args, **kwargs):
+    name = fun_name(self.fun)
+    if self.jvp is None: raise AttributeError(f"No JVP defined for custom_jvp function {name}; use defjvp or defjvps")
+    args = resolve_kwargs(self.fun, args, kwargs, "custom_jvp")
+    call = Call(self.fun, args, self.nondiff_argnums)
+    if is_plain(call.arrays) or self.in_rule: return self.fun(*args)
+    prim = trace(lambda *xs: self.fun(*call.full_args(xs)), call.avals, f"custom_jvp({name})", call.paths)
+    n = len(call.arrays)
+    def rule(*xs):
+      primals, tangents = call.diff_tree(xs[:n]), call.diff_tree(xs[n:])
+      out = self.jvp(*call.static(), tuple(primals), tuple(tangents))
+      return check_jvp_output(out, prim, name, fun_name(self.jvp))
+    with tracing_rule(self):
+      jv = trace(rule, call.avals + [(s, d, False) for s, d, _ in call.avals], f"custom_jvp_rule({name})")
+    (prim, jv), consts = close_over([prim, jv])
+    spec = CallSpec('custom_jvp', prim, len(prim.outs), n, (('jvp', jv),))
+    outs = node_outputs(Ops.CUSTOM_JVP, [a.uop for a in call.arrays] + consts, spec)
+    return tree_util.tree_unflatten(prim.out_tree, [Array(u, w) for u, w in zip(outs, prim.out_weak)])
+
+def check_jvp_output(out, prim: Jaxpr, name: str, rule_name: str) -> list:
+  """The flat (primal outs + tangent outs) of a custom_jvp rule, checked against the function's outputs."""
+  if not isinstance(out, (tuple, list)) or len(out) != 2:
+    raise TypeError(f"custom_jvp rule {rule_name} for {name} must return a pair (primal_out, tangent_out), "
+                    f"got {type(out).__name__}")
+  expected = out_avals_text(prim.out_tree, prim.out_avals)
+  leaves = []
+  for part, what in zip(out, ("primal output", "tangent output")):
+    flat, tree = tree_util.tree_flatten(part)
+    arrs = [ad.as_array(x, what) for x in flat]
+    if tree != prim.out_tree or [(a.shape, a.dtype) for a in arrs] != list(prim.out_avals):
+      raise TypeError(f"custom_jvp rule {rule_name} for {name}: its {what} must match the function's output, "
+                      f"expected {expected}, got {out_avals_text(tree, [(a.shape, a.dtype) for a in arrs])}")
+    leaves += arrs
+  return leaves
+
+def closure_error(kind: str, name: str) -> Exception:
+  return TypeError(f"{kind} function {name} closed over a value that is being differentiated; its custom rule only "
+                   "covers its explicit arguments. Pass that value as an argument instead (or use nondiff_argnums "
+                   "if it must not be differentiated)")
+
+def custom_jvp_jvp(node, ts):
+  spec = node.arg
+  nd = spec.num_diff
+  if any(t is not None for t in ts[nd:]): raise closure_error("custom_jvp", spec.jaxpr.name)
+  tangents = [t if t is not None else ad.zeros(s.shape, s.dtype) for t, s in zip(ts[:nd], node.src[:nd])]
+  outs = spec.rule('jvp')(*node.src[:nd], *tangents, *node.src[nd:])
+  return tuple(outs[spec.num_out:])
+
+def custom_jvp_vjp(cts, node):
+  """Transpose of the jvp rule in its tangents (it is linear in them), at the node's primal inputs."""
+  spec = node.arg
+  nd, nc, n = spec.num_diff, len(node.src) - spec.num_diff, spec.num_out
+  wrt = (False,) * nd + (True,) * nd + (False,) * nc
+  mask = (False,) * n + tuple(c is not None for c in cts[:n])
+  back = ad.vjp_jaxpr(spec.rule('jvp'), wrt, mask)
+  tangent_slots = [ad.zeros(s.shape, s.dtype) for s in node.src[:nd]]
+  grads = back(*node.src[:nd], *tangent_slots, *node.src[nd:], *[c for c in cts[:n] if c is not None])
+  return tuple(grads) + (closure_error("custom_jvp", spec.jaxpr.name),) * nc
+
+# ---------------------------------------------------------------- custom_vjp
+
+class custom_vjp:
+  """A function with a user-defined reverse-mode derivative: `f.defvjp(fwd, bwd)` with
+  `fwd(*args) -> (out, residuals)` and `bwd(*nondiff_args, residuals, out_ct) -> one ct per differentiable arg`.
+
+  >>> import tinyjx, tinyjx.numpy as jnp
+  >>> @tinyjx.custom_vjp
+  ... def f(x): return jnp.sin(x)
+  >>> f.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda cos_x, g: (3.0 * g,))
+  >>> tinyjx.grad(f)(0.0).item()
+  3.0
+  """
+  def __init__(self, fun, nondiff_argnums=()):
+    functools.update_wrapper(self, fun)
+    self.fun, self.nondiff_argnums, self.fwd, self.bwd, self.in_rule = fun, tuple(nondiff_argnums), None, None, False
+
+  def defvjp(self, fwd, bwd, symbolic_zeros=False, optimize_remat=False):
+    """Set the forward (`fwd(*args) -> (out, residuals)`) and backward (`bwd(*nondiff, res, ct) -> cts`) rules."""
+    self.fwd, self.bwd = fwd, bwd
+
+  def __call__(self, *args, **kwargs):
+    name = fun_name(self.fun)
+    if self.fwd is None: raise AttributeError(f"No VJP defined for custom_vjp function {name}; use defvjp")
+    args = resolve_kwargs(self.fun, args, kwargs, "custom_vjp")
+    call = Call(self.fun, args, self.nondiff_argnums)
+    if is_plain(call.arrays) or self.in_rule: return self.fun(*args)
+    prim = trace(lambda *xs: self.fun(*call.full_args(xs)), call.avals, f"custom_vjp({name})", call.paths)
+    res_tree = []
+    def fwd(*xs):
+      leaves, res, tree = check_fwd_output(self.fwd(*call.full_args(xs)), prim, name, fun_name(self.fwd))
+      res_tree.append(tree)
+      return leaves + res
+    with tracing_rule(self):
+      fj = trace(fwd, call.avals, f"custom_vjp_fwd({name})", call.paths)
+      res_avals = [(o.shape, o.dtype, False) for o in fj.outs[len(prim.outs):]]
+      bj = trace_bwd(self.bwd, call, prim, res_tree[0], res_avals, name)
+    (prim, fj, bj), consts = close_over([prim, fj, bj])
+    srcs = [a.uop for a in call.arrays] + consts
+    under_ad = any('TAG' in s.flags for s in srcs)
+    spec = CallSpec('custom_vjp', fj if under_ad else prim, len(prim.outs), len(call.arrays), (('fwd', fj), ('bwd', bj)))
+    outs = node_outputs(Ops.CUSTOM_VJP, srcs, spec)
+    return tree_util.tree_unflatten(prim.out_tree, [Array(u, w) for u, w in zip(outs, prim.out_weak)])
+
+def check_fwd_output(out, prim: Jaxpr, name: str, fwd_name: str) -> tuple:
+  if not isinstance(out, (tuple, list)) or len(out) != 2:
+    raise TypeError(f"custom_vjp fwd function {fwd_name} for {name} must return a pair (output, residuals), "
+                    f"got {type(out).__name__}")
+  flat, tree = tree_util.tree_flatten(out[0])
+  arrs = [ad.as_array(x, "fwd output") for x in flat]
+  if tree != prim.out_tree or [(a.shape, a.dtype) for a in arrs] != list(prim.out_avals):
+    raise TypeError(f"custom_vjp fwd function {fwd_name} for {name} must return the function's output first: "
+                    f"expected {out_avals_text(prim.out_tree, prim.out_avals)}, got "
+                    f"{out_avals_text(tree, [(a.shape, a.dtype) for a in arrs])}")
+  res, res_tree = tree_util.tree_flatten(out[1])
+  return arrs, [ad.as_array(x, "residual") for x in res], res_tree
+
+def trace_bwd(bwd, call: Call, prim: Jaxpr, res_tree, res_avals, name: str) -> Jaxpr:
+  """Trace `bwd(*nondiff, residuals, out_ct)` into a jaxpr from flat residuals and cts to flat input cts."""
+  n_res = len(res_avals)
+  expected = tree_util.tree_structure(call.diff)
+  def body(*xs):
+    res = tree_util.tree_unflatten(res_tree, list(xs[:n_res]))
+    ct = tree_util.tree_unflatten(prim.out_tree, list(xs[n_res:]))
+    got = bwd(*call.static(), res, ct)
+    return bwd_leaves(got, call, expected, name, fun_name(bwd))
+  ct_avals = [(o.shape, o.dtype, False) for o in prim.outs]
+  return trace(body, list(res_avals) + ct_avals, f"custom_vjp_bwd({name})")
+
+def bwd_leaves(got, call: Call, expected, name: str, bwd_name: str) -> list:
+  """Flat cotangents of the differentiable inputs from what bwd returned (None entries mean zero)."""
+  n = len(call.diff)
+  if not isinstance(got, (tuple, list)) or len(got) != n:
+    shown = f"a {type(got).__name__} of length {len(got)}" if isinstance(got, (tuple, list)) else type(got).__name__
+    raise TypeError(f"custom_vjp bwd function {bwd_name} for {name} must return a tuple with one cotangent per "
+                    f"differentiable argument: expected structure {expected}, got {shown} "
+                    f"({tree_util.tree_structure(got, is_leaf=lambda x: x is None)})")
+  leaves = []
+  for i, (g, arg) in enumerate(zip(got, call.diff)):
+    arg_leaves, arg_tree = tree_util.tree_flatten(arg)
+    if g is None: g = tree_util.tree_unflatten(arg_tree, [None] * len(arg_leaves))
+    g_leaves, g_tree = tree_util.tree_flatten(g, is_leaf=lambda x: x is None)
+    if g_tree != arg_tree:
+      raise TypeError(f"custom_vjp bwd function {bwd_name} for {name}: cotangent {i} must have the structure of "
+                      f"argument {i}, expected {arg_tree}, got {g_tree}")
+    for a, c in zip(arg_leaves, g_leaves):
+      leaves.append(bwd_leaf(c, ad.as_array(a, "argument"), i, name, bwd_name))
+  return leaves
+
+def bwd_leaf(c, a: Array, i: int, name: str, bwd_name: str) -> Array:
+  if c is None: return Array(ad.zeros(a.shape, a.dtype))
+  c = ad.as_array(c, "cotangent")
+  if c.shape != a.shape:
+    raise TypeError(f"custom_vjp bwd function {bwd_name} for {name}: cotangent {i} has shape {c.shape} but the "
+                    f"argument has shape {a.shape}; return a cotangent of the argument's shape and dtype")
+  return Array(c.uop.cast(a.dtype))
+
+def custom_vjp_vjp(cts, node):
+  spec = node.arg
+  n, nd = spec.num_out, spec.num_diff
+  fwd, bwd = spec.rule('fwd'), spec.rule('bwd')
+  if spec.has_residual_outputs():
+    res = [UOp(Ops.GETITEM, dt, (node,), n + k) for k, (_, dt) in enumerate(spec.out_avals[n:])]
+  else:
+    res = fwd(*node.src)[n:]
+  out_cts = [c if c is not None else ad.zeros(s, d) for c, (s, d) in zip(cts[:n], spec.out_avals[:n])]
+  grads = list(bwd(*res, *out_cts, *node.src[nd:]))
+  nc = len(node.src) - nd
+  out = grads + [closure_error("custom_vjp", spec.jaxpr.name)] * nc
+  res_cts = tuple(cts[n:]) if spec.has_residual_outputs() else ()
+  if any(c is not None for c in res_cts):
+    # the residuals themselves depend on the inputs through fwd's ordinary derivative (grad of grad)
+    back = ad.vjp_jaxpr(fwd, (True,) * len(node.src), (False,) * n + tuple(c is not None for c in res_cts))
+    extra = back(*node.src, *[c for c in res_cts if c is not None])
+    out = [ad.add(g, e) if not isinstance(g, Exception) else g for g, e in zip(out, extra)]
+  return tuple(out)
+
+def custom_vjp_jvp(node, ts):
+  raise TypeError(f"can't apply forward-mode autodiff (jvp, jacfwd, hessian) to the custom_vjp function "
+                  f"{node.arg.jaxpr.name}; use reverse mode (grad, vjp, jacrev), or define it with custom_jvp")
+
+# ---------------------------------------------------------------- checkpoint / remat
+
+def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
+  """`checkpoint(f)` (alias `remat`): the same function, but its backward pass recomputes f's forward pass
+  from the inputs instead of keeping f's intermediates, trading compute for memory. Every intermediate is
+  recomputed (`policy` is accepted and ignored: nothing is saved). `static_argnums` are passed through as
+  Python values.
+
+  >>> import tinyjx, tinyjx.numpy as jnp
+  >>> tinyjx.grad(tinyjx.checkpoint(lambda x: jnp.sin(jnp.sin(x))))(0.0).item()
+  1.0
+  """
+  if fun is None: return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy, static_argnums=static_argnums)
+  static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+  name = fun_name(fun)
+  @functools.wraps(fun)
+  def remat_f(*args, **kwargs):
+    args = resolve_kwargs(fun, args, kwargs, "checkpoint")
+    call = Call(fun, args, static)
+    if is_plain(call.arrays): return fun(*args)
+    jaxpr = trace(lambda *xs: fun(*call.full_args(xs)), call.avals, f"checkpoint({name})", call.paths)
+    (jaxpr,), consts = close_over([jaxpr])
+    spec = CallSpec('checkpoint', jaxpr, len(jaxpr.outs), len(call.arrays))
+    outs = node_outputs(Ops.CHECKPOINT, [a.uop for a in call.arrays] + consts, spec)
+    return tree_util.tree_unflatten(jaxpr.out_tree, [Array(u, w) for u, w in zip(outs, jaxpr.out_weak)])
+  return remat_f
+
+remat = checkpoint
+
+def checkpoint_vjp(cts, node):
+  """A new CHECKPOINT node of the vjp jaxpr: it reruns the forward from the inputs, then goes backward."""
+  spec = node.arg
+  wrt = tuple(ad.is_float(s.dtype) for s in node.src)
+  mask = tuple(c is not None for c in cts)
+  back = ad.vjp_jaxpr(spec.jaxpr, wrt, mask)
+  srcs = list(node.src) + [c for c in cts if c is not None]
+  outs = node_outputs(Ops.CHECKPOINT, srcs, CallSpec('checkpoint', back, len(back.outs), len(srcs)))
+  it = iter(outs)
+  return tuple(next(it) if w else None for w in wrt)
+
+def checkpoint_jvp(node, ts):
+  spec = node.arg
+  mask = tuple(t is not None for t in ts)
+  fwd = ad.jvp_jaxpr(spec.jaxpr, mask)
+  return tuple(fwd(*node.src, *[t for t in ts if t is not None])[spec.num_out:])
+
+ad.vjp_rules.update({Ops.CUSTOM_JVP: custom_jvp_vjp, Ops.CUSTOM_VJP: custom_vjp_vjp, Ops.CHECKPOINT: checkpoint_vjp})
+ad.jvp_rules.update({Ops.CUSTOM_JVP: custom_jvp_jvp, Ops.CUSTOM_VJP: custom_vjp_jvp, Ops.CHECKPOINT: checkpoint_jvp})
