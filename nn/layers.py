@@ -119,7 +119,7 @@ class BatchNorm(Module):
   >>> bn = BatchNorm(3)
   >>> y, bn = bn(jnp.arange(24.0).reshape(4, 3, 2), train=True)
   >>> [round(v, 2) for v in bn.running_mean.tolist()]
-  [1.05, 1.25, 1.45]
+  [0.95, 1.15, 1.35]
   """
   state_fields = ('running_mean', 'running_var')
   stateful = True

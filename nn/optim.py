@@ -3,7 +3,9 @@
 A `GradientTransformation` is a pair of pure functions: `init(params) -> state` and
 `update(updates, state, params=None) -> (updates, state)`. Transformations compose with `chain`; `apply_updates`
 adds the final updates to the params. Everything is plain tinyjx array math over pytrees (leaves that are None
-are skipped), so a whole optimizer step runs inside `jit` and the states are pytrees that `jit` carries.
+are skipped), so a whole optimizer step runs inside `jit` and the states are pytrees that `jit` carries. Jit the
+step: eagerly, tinyjx arrays are lazy, and a loop that never computes its params and state builds a longer graph
+every step (call `tinyjx.block_until_ready((params, state))` each step if you must run eagerly).
 
 The equations are Optax's (the aliases `sgd`, `adam`, `adamw`, `lars`, `lamb`, `muon` build the same chains);
 learning rates are floats or schedules (functions of the step count, see `constant_schedule` ...).
@@ -20,7 +22,7 @@ step pass it in and return it:
       return opt, loss
 """
 from __future__ import annotations
-import math
+import functools, math
 from typing import Callable, NamedTuple
 import tinyjx
 import tinyjx.numpy as jnp
@@ -348,7 +350,9 @@ class Optimizer(Module):
   """A model and the state of a `GradientTransformation` that trains it, for the `opt.step(grads)` style.
 
   Only the trainable leaves (`nn.trainable_mask`) are stepped; BatchNorm statistics and integer arrays are
-  carried along unchanged. `step` changes this object (inside `jit`, return it) and returns the new model.
+  carried along unchanged. `step` changes this object (inside `jit`, return it) and returns the new model. The update
+  itself is a jitted function, so an eager loop compiles it once and gets computed values back at every step (as
+  tinygrad's `opt.step()` realizes them).
 
   >>> import nn, tinyjx, tinyjx.random as random
   >>> opt = nn.optim.SGD(nn.Linear(2, 1, key=random.PRNGKey(0)), lr=0.1)
@@ -365,11 +369,17 @@ class Optimizer(Module):
     """Apply one update from `grads` (a tree like the model) to `model` (default: `self.model`; pass the model
     returned by a training-mode forward pass to keep its new BatchNorm statistics). Returns the new model."""
     model = self.model if model is None else model
-    mask = trainable_mask(model)
-    params, rest = partition(model, mask)
-    updates, self.state = self.tx.update(partition(grads, mask)[0], self.state, params)
-    self.model = combine(apply_updates(params, updates), rest)
+    self.model, self.state = _wrapped_step(self.tx, model, self.state, grads)
     return self.model
+
+@functools.partial(tinyjx.jit, static_argnums=0)
+def _wrapped_step(tx: GradientTransformation, model, state, grads):
+  """One step of `tx` on the trainable leaves of `model`; jitted so that an eager loop compiles it once (inside an
+  outer jit it is inlined)."""
+  mask = trainable_mask(model)
+  params, rest = partition(model, mask)
+  updates, state = tx.update(partition(grads, mask)[0], state, params)
+  return combine(apply_updates(params, updates), rest), state
 
 def SGD(model, lr: float = 0.01, momentum: float = 0.0, nesterov: bool = False, weight_decay: float = 0.0) -> Optimizer:
   """Stateful SGD over the trainable leaves of `model` (see `sgd`)."""

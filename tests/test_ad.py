@@ -17,6 +17,10 @@ from tinyjx.uop import UOp, Ops, GroupOp
 from tinyjx.transforms import ad
 
 X64 = dict(JAX_ENABLE_X64=True)
+# The property tests build thousands of distinct graphs; they run on the PYTHON reference device, which
+# interprets instead of compiling each one. test_default_device_matches_python_on_derivatives then runs the
+# same derivative graphs on the default (compiled) device and compares.
+REFERENCE = dict(JAX_ENABLE_X64=True, TINYJX_DEVICE='PYTHON')
 H = 1e-6
 
 def prim(op, *xs, arg=None):
@@ -179,10 +183,39 @@ shapes = st.lists(st.integers(1, 3), min_size=0, max_size=3).map(tuple)
 @given(seed=st.integers(0, 2 ** 31 - 1), shape=shapes)
 def test_op_derivatives(name, seed, shape):
   rng = np.random.default_rng(seed)
-  with tinyjx.Context(**X64):
+  with tinyjx.Context(**REFERENCE):
     f, args = CASES[name](rng, shape)
     ts, ct = check_first_order(f, args, rng)
     check_second_order(f, args, ts, ct)
+
+def derivative_roots(rng) -> list:
+  """(label, graph) of the jvp and vjp of every op case and API function at one random point each."""
+  roots = []
+  programs = {n: CASES[n](rng, (2, 3)) for n in sorted(CASES)}
+  idx = np.array([0, 2, 1, 1, 0], np.int32)
+  programs.update({n: ((lambda x, y, f=f: f(x, y, idx)), [rng.uniform(-1, 1, (3, 4)), rng.uniform(-1, 1, (4, 2))])
+                   for n, f in API_FUNCTIONS.items()})
+  for name, (f, args) in programs.items():
+    xs = [jnp.asarray(a) for a in args]
+    y, ty = tinyjx.jvp(f, xs, [jnp.asarray(rng.normal(size=np.shape(a))) for a in args])
+    _, f_vjp = tinyjx.vjp(f, *xs)
+    roots.append((f"jvp of {name}", ty.uop))
+    cts = f_vjp(jnp.asarray(rng.normal(size=y.shape)))
+    roots += [(f"vjp of {name}, argument {i}", g.uop) for i, g in enumerate(cts)]
+  return roots
+
+def test_default_device_matches_python_on_derivatives():
+  from tinyjx import devices
+  from tinyjx.array import strip_tags, realize_uops, buffers
+  from tinyjx.devices.python import evaluate
+  if devices.default_name().startswith('PYTHON'): pytest.skip("the default device is the PYTHON reference itself")
+  with tinyjx.Context(**X64):
+    labels, roots = zip(*derivative_roots(np.random.default_rng(0)))
+    expected = evaluate(strip_tags(list(roots)))
+    got = [buffers[b.arg[0]].numpy() for b in realize_uops(list(roots))]   # one schedule for all of them
+  wrong = [label for label, r, e, g in zip(labels, roots, expected, got)
+           if not np.allclose(g.reshape(r.shape), e, rtol=1e-9, atol=1e-12, equal_nan=True)]
+  assert not wrong, f"the default device disagrees with PYTHON on: {wrong}"
 
 def test_every_differentiable_elementwise_op_has_a_case():
   covered = set(UNARY_DOMAINS) | set(ad.BINARY_DERIVATIVES) | {Ops.WHERE}
@@ -223,7 +256,8 @@ JAX_GRADS = {   # name: (function, args, JAX's gradients)
                      [[0.0, 0.0, 1.5, 0.0, 4.25, 9.25, 6.0]]),
   'cummin': (lambda x: (lax.cummin(x, 0) * np.arange(7.)).sum(), ([-3., -1, -3, -2, -3, -3, 0],),
              [[7.25, 0.0, 6.25, 0.0, 4.75, 2.75, 0.0]]),
-  'cumprod_zeros': (lambda x: (jnp.cumprod(x) * np.arange(5.)).sum(), ([2., 0, 3, 0, 5],), [[0.0, 14.0, 0.0, 0.0, 0.0]]),
+  'cumprod_zeros': (lambda x: (jnp.cumprod(x) * np.arange(5.)).sum(), ([2., 0, 3, 0, 5],),
+                    [[0.0, 14.0, 0.0, 0.0, 0.0]]),
   'prod_zero': (lambda x: jnp.prod(x), ([2., 0, 3, 4],), [[0.0, 24.0, 0.0, 0.0]]),
   'prod_two_zeros': (lambda x: jnp.prod(x), ([2., 0, 3, 0],), [[0.0, 0.0, 0.0, 0.0]]),
   'max_ties': (lambda x: jnp.max(x), ([1., 3, 3],), [[0.0, 0.5, 0.5]]),
@@ -303,7 +337,7 @@ def test_api_functions_derivatives(name, seed):
   rng = np.random.default_rng(seed)
   idx = np.array(rng.integers(0, 3, 5), np.int32)
   f = lambda x, y: API_FUNCTIONS[name](x, y, idx)
-  with tinyjx.Context(**X64):
+  with tinyjx.Context(**REFERENCE):
     args = [rng.uniform(-1, 1, (3, 4)), rng.uniform(-1, 1, (4, 2))]
     ts, ct = check_first_order(f, args, rng)
     check_second_order(f, args, ts, ct, finite_differences=False)
@@ -379,7 +413,8 @@ def test_integer_inputs_to_vjp_and_jvp_get_zero_cotangents():
   gx, gn = f_vjp(jnp.ones(2))
   assert gx.tolist() == [3.0, 4.0] and gn.tolist() == [0, 0]
   assert tinyjx.jvp(f, (jnp.array([1.0]), jnp.array([3])), (jnp.array([1.0]), jnp.array([0])))[1].tolist() == [3.0]
-  assert tinyjx.grad(lambda x, n: jnp.sum(x * n), argnums=(0, 1), allow_int=True)(jnp.ones(2), jnp.array([1, 2]))[1].tolist() == [0, 0]
+  g = tinyjx.grad(lambda x, n: jnp.sum(x * n), argnums=(0, 1), allow_int=True)(jnp.ones(2), jnp.array([1, 2]))
+  assert g[1].tolist() == [0, 0]
 
 def test_stop_gradient():
   f = lambda x: jnp.sum(x * lax.stop_gradient(x))

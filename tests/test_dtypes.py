@@ -7,6 +7,13 @@ import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx import dtypes
 
+@pytest.fixture(autouse=True, scope="module")
+def python_device():
+  """Pin the PYTHON reference device: these tests check numpy/JAX semantics (compiled devices are compared with
+  it elsewhere)."""
+  with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
+    yield
+
 SHORT = {'b': 'bool', 'i8': 'int8', 'i16': 'int16', 'i32': 'int32', 'i64': 'int64', 'u8': 'uint8', 'u16': 'uint16',
          'u32': 'uint32', 'u64': 'uint64', 'f16': 'float16', 'bf16': 'bfloat16', 'f32': 'float32', 'f64': 'float64'}
 
@@ -128,7 +135,8 @@ FLOAT_TO = {
   'int32': [0, 2147483647, -2147483648, -1, 1, 300, -300, 0, 0, 2147483647, -2147483648],
   'uint8': [0, 255, 0, 0, 1, 255, 0, 0, 0, 255, 0],
   'uint32': [0, 4294967295, 0, 0, 1, 300, 0, 0, 0, 3000000000, 0],
-  'float16': [math.nan, math.inf, -math.inf, -1.7001953125, 1.7001953125, 300.5, -300.5, 0.5, -0.0, math.inf, -math.inf],
+  'float16': [math.nan, math.inf, -math.inf, -1.7001953125, 1.7001953125, 300.5, -300.5, 0.5, -0.0, math.inf,
+              -math.inf],
   'bfloat16': [math.nan, math.inf, -math.inf, -1.703125, 1.703125, 300.0, -300.0, 0.5, -0.0, 3003121664.0,
                -3003121664.0],
 }

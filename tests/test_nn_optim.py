@@ -231,3 +231,14 @@ def test_stateful_wrapper_eager():
   first = float(loss_fn(opt.model, x, y))
   for _ in range(5): opt.step(tinyjx.grad(loss_fn)(opt.model, x, y))
   assert float(loss_fn(opt.model, x, y)) < first
+
+def test_wrapper_never_decays_running_statistics():
+  bn = nn.BatchNorm(3)
+  bn = bn.replace(running_mean=jnp.full((3,), 2.0), running_var=jnp.full((3,), 4.0))
+  opt = optim.AdamW(bn, lr=0.1, weight_decay=0.5)
+  zeros = tinyjx.tree_util.tree_map(jnp.zeros_like, bn)
+  new = opt.step(zeros)
+  np.testing.assert_array_equal(np.asarray(new.running_mean), [2.0] * 3)
+  np.testing.assert_array_equal(np.asarray(new.running_var), [4.0] * 3)
+  np.testing.assert_allclose(np.asarray(new.weight), [1 - 0.1 * 0.5] * 3, rtol=1e-6)   # decayed: it is trained
+  assert opt.state[0].mu.running_mean is None   # no optimizer state is kept for the statistics

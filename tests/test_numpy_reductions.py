@@ -9,6 +9,13 @@ import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx import dtypes
 
+@pytest.fixture(autouse=True, scope="module")
+def python_device():
+  """Pin the PYTHON reference device: these tests check numpy/JAX semantics (compiled devices are compared with
+  it elsewhere)."""
+  with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
+    yield
+
 DTYPES = ['bool', 'int8', 'int32', 'uint8', 'uint32', 'float16', 'bfloat16', 'float32']
 SHORT = {'b': 'bool', 'i8': 'int8', 'i32': 'int32', 'u8': 'uint8', 'u32': 'uint32', 'f16': 'float16',
          'bf16': 'bfloat16', 'f32': 'float32'}
@@ -71,7 +78,8 @@ def check(got, want, dtype, scale=1.0):
   v = np.asarray(got)
   if dtype in TOL:
     tol = TOL[dtype]
-    np.testing.assert_allclose(v.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol * scale, equal_nan=True)
+    np.testing.assert_allclose(v.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol * scale,
+                               equal_nan=True)
   else:
     np.testing.assert_array_equal(v, want.astype(np.dtype(dtype)))
 
@@ -174,7 +182,8 @@ def test_where_and_initial(data):
   check(jnp.max(a, axis=axis, keepdims=keepdims, where=m, initial=init),
         np.max(x, axis=axes, keepdims=keepdims, where=full_mask, initial=init), dtype)
   check(jnp.sum(a, axis=axis, initial=init),
-        ref_sum_like(np.sum, x, axes, False, OUT['sum'][dtype]) + init, OUT['sum'][dtype], np.abs(x.astype(float)).sum() + 1)
+        ref_sum_like(np.sum, x, axes, False, OUT['sum'][dtype]) + init, OUT['sum'][dtype],
+        np.abs(x.astype(float)).sum() + 1)
   if dtype.startswith('float'):
     with np.errstate(all='ignore'):
       want = np.mean(x.astype(np.float64), axis=axes, keepdims=keepdims, where=full_mask)

@@ -5,8 +5,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 from hypothesis.extra import numpy as hnp
+import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx.uop import Ops, GroupOp
+
+@pytest.fixture(autouse=True, scope="module")
+def python_device():
+  """Pin the PYTHON reference device: these tests check numpy/JAX semantics (compiled devices are compared with
+  it elsewhere)."""
+  with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
+    yield
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
 DTYPES = ['bool', 'int8', 'uint8', 'int32', 'float16', 'float32']

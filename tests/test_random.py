@@ -87,6 +87,16 @@ JAX = {'PRNGKey': {0: [0, 0],
                  [-0.6219435930252075, 0.6248040795326233, 1.6820775270462036]],
  'typed_fold_uniform': [0.33684611320495605, 0.23633885383605957, 0.48709964752197266]}
 
+JAX_CONTROL_FLOW = {  # samplers that run while_loops: jr.gamma(K(31), 2.5, (5,)), jr.gamma(K(32), [0.3, 1.0, 4.0]),
+                      # jr.loggamma(K(33), 0.2, (3,)), jr.beta(K(34), 2.0, 3.0, (4,)),
+                      # jr.multivariate_normal(K(35), [1.0, -1.0], [[2.0, 0.5], [0.5, 1.0]], (3,))
+ 'gamma': [0.537411630153656, 2.086883068084717, 0.5571417212486267, 3.1372296810150146, 0.7353449463844299],
+ 'gamma_array': [0.25530919432640076, 1.054918885231018, 1.6158638000488281],
+ 'loggamma': [-1.9032427072525024, -5.328523635864258, -8.091649055480957],
+ 'beta': [0.10672665387392044, 0.41950374841690063, 0.13101144134998322, 0.4509810209274292],
+ 'multivariate_normal': [[2.5126333236694336, -0.5320817232131958], [-0.812424898147583, -2.092897891998291],
+                         [-0.1905750036239624, -0.5954432487487793]]}
+
 JAX_X64 = {'PRNGKey': {-1: [4294967295, 4294967295],
              1099511627783: [256, 7],
              -2147483648: [4294967295, 2147483648],
@@ -282,6 +292,18 @@ P5 = np.array([.1, .2, .3, .2, .2], np.float32)
 def test_choice_matches_jax(name, call):
   same(call(), JAX['choice'][name])
 
+COV = np.array([[2.0, 0.5], [0.5, 1.0]], np.float32)
+
+@pytest.mark.parametrize("name,call", [
+  ('gamma', lambda: random.gamma(K(31), 2.5, (5,))),
+  ('gamma_array', lambda: random.gamma(K(32), np.array([0.3, 1.0, 4.0], np.float32))),
+  ('loggamma', lambda: random.loggamma(K(33), 0.2, (3,))),
+  ('beta', lambda: random.beta(K(34), 2.0, 3.0, (4,))),
+  ('multivariate_normal', lambda: random.multivariate_normal(K(35), np.array([1.0, -1.0], np.float32), COV, (3,))),
+])
+def test_control_flow_samplers_match_jax(name, call):
+  same(call(), JAX_CONTROL_FLOW[name], 1e-5)
+
 def test_erf_inv_against_erf():
   y = np.linspace(-0.999, 0.999, 41)
   for dt, tol in [(jnp.float32, 3e-6), (jnp.float64, 1e-13)]:
@@ -332,6 +354,10 @@ DISTRIBUTIONS = [
   ('categorical', lambda k: random.categorical(k, np.log(PROBS), shape=(N,)), CAT_MEAN, CAT_VAR),
   ('choice_p', lambda k: random.choice(k, 4, (N,), p=PROBS.astype(np.float32)), CAT_MEAN, CAT_VAR),
   ('choice', lambda k: random.choice(k, 10, (N,)), 4.5, 8.25),
+  ('gamma', lambda k: random.gamma(k, 2.5, (N,)), 2.5, 2.5),
+  ('beta', lambda k: random.beta(k, 2.0, 3.0, (N,)), 0.4, 0.04),
+  ('multivariate_normal', lambda k: random.multivariate_normal(k, np.array([1.0, -1.0], np.float32), COV, (N,))
+   @ np.array([1.0, 1.0], np.float32), 0.0, 4.0),   # x0 + x1: mean 0, variance 2 + 1 + 2 * 0.5
 ]
 
 @pytest.mark.parametrize("name,sample,mean,var", DISTRIBUTIONS, ids=[d[0] for d in DISTRIBUTIONS])
@@ -364,6 +390,26 @@ def test_dropout_mask():
   y = np.asarray(jnp.where(keep, x / 0.9, 0.0))
   assert abs(y.mean() - 1.0) < 0.01 and abs((y == 0).mean() - 0.1) < 0.005
 
+def test_keys_as_loop_carry_match_python_loop():
+  def step(k, _):
+    k, sub = random.split(k)
+    return k, random.uniform(sub, (2,))
+  _, ys = tinyjx.lax.scan(step, K(5), None, length=4)
+  k, want = K(5), []
+  for _ in range(4):
+    k, sub = random.split(k)
+    want.append(np.asarray(random.uniform(sub, (2,))))
+  same(ys, np.stack(want))
+  folded = tinyjx.lax.fori_loop(0, 3, lambda i, k: random.fold_in(k, i), K(0))
+  same(folded, random.fold_in(random.fold_in(random.fold_in(K(0), 0), 1), 2))
+
+def test_sampler_is_one_fused_kernel_under_jit():
+  pytest.importorskip("tinyjx.lower")
+  for fn in (lambda k: random.normal(k, (1000,)), lambda k: random.split(k, 8), lambda k: random.bits(k, (64,))):
+    with tinyjx.Context(TINYJX_DEVICE='CPU'):
+      exe = tinyjx.jit(fn).lower(K(0)).compile().executable
+    assert len(exe.kernels) == 1
+
 def test_different_keys_give_different_streams():
   a, b = random.split(K(0))
   assert not np.array_equal(np.asarray(random.normal(a, (8,))), np.asarray(random.normal(b, (8,))))
@@ -381,6 +427,11 @@ def test_vmap_over_typed_keys():
   split_all = tinyjx.vmap(random.split)(keys)
   assert isinstance(split_all, random.PRNGKeyArray) and split_all.shape == (4, 2)
   same(random.key_data(split_all)[1], random.split(random.split(K(0), 4)[1]))
+
+def test_pmap_over_keys_matches_vmap():
+  keys = random.split(K(0), tinyjx.device_count())
+  f = lambda k: random.normal(k, (3,))
+  same(tinyjx.pmap(f)(keys), tinyjx.vmap(f)(keys), 1e-7)
 
 def test_jit_of_samplers_matches_eager():
   f = tinyjx.jit(lambda k: (random.uniform(k, (5,)), random.normal(random.fold_in(k, 1), (2, 2)),
@@ -421,6 +472,8 @@ def test_grad_through_sampler_parameters():
   (lambda: random.choice(K(0), 3, (5,), replace=False), ValueError, "larger sample"),
   (lambda: random.uniform(K(0), (3,), minval=jnp.zeros(4)), ValueError, "broadcast"),
   (lambda: random.fold_in(K(0), jnp.asarray([1, 2])), TypeError, "scalar"),
+  (lambda: random.fold_in(K(0), -1), OverflowError, "uint32"),
+  (lambda: random.multivariate_normal(K(0), jnp.zeros(2), jnp.eye(3)), ValueError, "cov"),
   (lambda: random.key(random.key(0)), TypeError, "PRNG key"),
   (lambda: random.wrap_key_data(jnp.zeros((3,), jnp.uint32)), TypeError, "size 2"),
   (lambda: random.categorical(K(0), jnp.zeros((3, 4)), shape=(2, 4)), ValueError, "batch shape"),

@@ -12,13 +12,6 @@ ALLOWED_MISSING = {
   Ops.BUFFER: "a leaf: a concrete value closed over by the function, the same for every example",
   Ops.CONST: "a leaf: a filled constant, the same for every example",
   Ops.IOTA: "a leaf: an index ramp that depends only on its static shape",
-  # multi-output nodes: their rules are written with the features that create them (control flow has its own)
-  Ops.CUSTOM_JVP: "custom rules: batched by the module that defines custom_jvp",
-  Ops.CUSTOM_VJP: "custom rules: batched by the module that defines custom_vjp",
-  Ops.CHECKPOINT: "checkpoint/remat: batched by the module that defines it",
-  # collectives: their batch rules live in transforms/pmap.py and find their axis through batching.axis_stack
-  **{op: "a collective: its rule comes with pmap (acts across the batch dim when its axis is the one vmapped)"
-     for op in GroupOp.Collective},
   # kernel-level ops exist only after lowering, below every transform; NOOP (stop_gradient) is the exception
   **{op: "kernel level: created by the lowering, after every transform has run" for op in GroupOp.Kernel - {Ops.NOOP}},
 }

@@ -7,6 +7,7 @@ from tinyjx.settings import Context, config  # noqa: F401
 from tinyjx import dtypes  # noqa: F401
 from tinyjx.array import Array, ConcretizationError, UnexpectedTracerError  # noqa: F401
 from tinyjx import devices as _devices  # noqa: F401  (registers the realize hook)
+from tinyjx import lower as _lower  # noqa: F401  (registers the compiled CPU device when a C compiler exists)
 from tinyjx import tree_util  # noqa: F401
 from tinyjx import numpy  # noqa: F401
 from tinyjx import lax, nn  # noqa: F401
@@ -19,5 +20,10 @@ from tinyjx.transforms.batching import vmap  # noqa: F401
 from tinyjx.transforms.ad import (grad, value_and_grad, vjp, jvp, linearize, jacfwd, jacrev, jacobian,  # noqa: F401
                                   hessian)
 from tinyjx.transforms.custom import custom_vjp, custom_jvp, checkpoint, remat  # noqa: F401
+from tinyjx.transforms.pmap import pmap  # noqa: F401
+from tinyjx import distributed  # noqa: F401
+from tinyjx.distributed import process_index, process_count  # noqa: F401
+from tinyjx.devices_api import (local_devices, device_count, local_device_count, set_cpu_devices,  # noqa: F401
+                                device_put_sharded, device_put_replicated)
 
 __version__ = "0.1.0"

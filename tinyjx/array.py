@@ -180,7 +180,9 @@ class Array:
   def device(self):
     from tinyjx import devices_api
     return devices_api.array_device(self)
-  def devices(self): return {self.device}
+  def devices(self) -> set:
+    from tinyjx import devices_api
+    return devices_api.array_devices(self)
 
   # --- operators and methods (bodies live in tinyjx.numpy) ---
   def __neg__(self): return api.negative(self)

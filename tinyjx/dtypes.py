@@ -176,13 +176,15 @@ class finfo:
   """Machine limits of a float dtype, as `jnp.finfo`: bits, eps, max, min, tiny, resolution."""
   def __init__(self, dtype):
     self.dtype = to_dtype(dtype)
-    if not is_float(self.dtype): raise DTypeError(f"finfo needs a float dtype, got {self.dtype}; use iinfo for integers")
+    if not is_float(self.dtype):
+      raise DTypeError(f"finfo needs a float dtype, got {self.dtype}; use iinfo for integers")
     if self.dtype is bfloat16:
       self.bits, self.eps, self.max, self.tiny = 16, 2.0 ** -7, 3.3895313892515355e38, 2.0 ** -126
       self.min, self.resolution, self.smallest_normal = -self.max, 0.010009765625, self.tiny
       return
     fi = np.finfo(self.dtype.np)
-    self.bits, self.eps, self.max, self.min, self.tiny = fi.bits, float(fi.eps), float(fi.max), float(fi.min), float(fi.tiny)
+    self.bits, self.eps, self.max, self.min = fi.bits, float(fi.eps), float(fi.max), float(fi.min)
+    self.tiny = float(fi.tiny)
     self.resolution, self.smallest_normal = float(fi.resolution), float(fi.smallest_normal)
   def __repr__(self): return f"finfo(dtype={self.dtype}, eps={self.eps}, max={self.max}, tiny={self.tiny})"
 

@@ -21,16 +21,18 @@ def _operands(name: str, jnp_name: str | None, *xs) -> tuple[list[UOp], bool]:
   dts = [a.dtype for a in arrs]
   if builtins.any(d is not dts[0] for d in dts):
     tip = f" (jnp.{jnp_name} is a similar function that promotes its inputs)" if jnp_name else ""
-    raise TypeError(f"lax.{name} requires arguments to have the same dtypes, got {', '.join(map(str, dts))}; convert "
-                    f"one with lax.convert_element_type(x, dtype){tip}")
+    got = ', '.join(str(d) for d in dts)
+    raise TypeError(f"lax.{name} requires arguments to have the same dtypes, got {got}; convert one with "
+                    f"lax.convert_element_type(x, dtype){tip}")
   return _same_shape(name, arrs), builtins.all(a.weak for a in arrs)
 
 def _same_shape(name: str, arrs: list[Array]) -> list[UOp]:
   shapes = [a.shape for a in arrs]
   full = {s for s in shapes if s}
   if len(full) > 1:
-    raise TypeError(f"lax.{name} requires operands of one shape (0-d operands broadcast), got shapes "
-                    f"{', '.join(map(str, shapes))}; use jnp.{name} for numpy broadcasting or lax.broadcast_in_dim")
+    got = ', '.join(str(s) for s in shapes)
+    raise TypeError(f"lax.{name} requires operands of one shape (0-d operands broadcast), got shapes {got}; "
+                    "use jnp functions for numpy broadcasting, or lax.broadcast_in_dim")
   shape = full.pop() if full else ()
   return [indexing.broadcast_uop(a.uop, shape) for a in arrs]
 
@@ -39,7 +41,8 @@ def _build(op: Ops, out_dtype, srcs: list[UOp], weak: bool) -> Array:
 
 def _require(name: str, x: Array, kinds: str, what: str) -> Array:
   if x.dtype.kind not in kinds:
-    raise TypeError(f"lax.{name} does not accept dtype {x.dtype}; it needs {what} (convert with lax.convert_element_type)")
+    raise TypeError(f"lax.{name} does not accept dtype {x.dtype}; it needs {what} "
+                    "(convert with lax.convert_element_type)")
   return x
 
 _FLOAT = ('f', 'a float dtype')
@@ -64,7 +67,8 @@ def _binary(name: str, op: Ops, jnp_name: str, accepts: tuple, doc: str, example
     _require(name, Array(a), *accepts)
     return _build(op, dtypes.bool_ if compare else a.dtype, [a, b], weak and not compare)
   f.__name__ = f.__qualname__ = name
-  f.__doc__ = (f"Elementwise {doc}; both operands have one dtype and one shape (no promotion, unlike jnp.{jnp_name}).\n\n"
+  f.__doc__ = (f"Elementwise {doc}; both operands have one dtype and one shape (no promotion, unlike "
+               f"jnp.{jnp_name}).\n\n"
                f">>> from tinyjx import lax\n>>> lax.{name}({example[0]}).item()\n{example[1]}\n")
   return f
 
@@ -104,7 +108,8 @@ le = _binary('le', Ops.CMPLE, 'less_equal', _ANY, "x <= y", ("2, 2", "True"), co
 bitwise_and = _binary('bitwise_and', Ops.AND, 'bitwise_and', _INT_BOOL, "bitwise (or logical) and", ("6, 3", "2"))
 bitwise_or = _binary('bitwise_or', Ops.OR, 'bitwise_or', _INT_BOOL, "bitwise (or logical) or", ("6, 3", "7"))
 bitwise_xor = _binary('bitwise_xor', Ops.XOR, 'bitwise_xor', _INT_BOOL, "bitwise (or logical) xor", ("6, 3", "5"))
-shift_left = _binary('shift_left', Ops.SHL, 'left_shift', _INT, "x << y (0 once y reaches the bit width)", ("1, 3", "8"))
+shift_left = _binary('shift_left', Ops.SHL, 'left_shift', _INT, "x << y (0 once y reaches the bit width)",
+                     ("1, 3", "8"))
 
 def gt(x, y) -> Array:
   """Elementwise x > y (one dtype, one shape). `lax.gt(2., 1.)` is True."""
@@ -150,7 +155,8 @@ def round(x, rounding_method=RoundingMethod.AWAY_FROM_ZERO) -> Array:  # noqa: A
   [1.0, 2.0, -1.0]
   """
   x = _require('round', asarray(x), *_FLOAT)
-  if RoundingMethod(rounding_method) is RoundingMethod.TO_NEAREST_EVEN: return _build(Ops.ROUND, x.dtype, [x.uop], x.weak)
+  if RoundingMethod(rounding_method) is RoundingMethod.TO_NEAREST_EVEN:
+    return _build(Ops.ROUND, x.dtype, [x.uop], x.weak)
   t = core.trunc(x)
   return core.where(core.greater_equal(core.abs(core.subtract(x, t)), 0.5), core.add(t, core.sign(x)), t)
 
@@ -318,7 +324,8 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
   (2, 4)
   """
   a, b = asarray(lhs), asarray(rhs)
-  if preferred_element_type is not None: a, b = core.astype(a, preferred_element_type), core.astype(b, preferred_element_type)
+  if preferred_element_type is not None:
+    a, b = core.astype(a, preferred_element_type), core.astype(b, preferred_element_type)
   if a.dtype is not b.dtype:
     raise TypeError(f"lax.dot_general requires operands of one dtype, got {a.dtype} and {b.dtype}; pass "
                     "preferred_element_type= or convert one with lax.convert_element_type (jnp.matmul promotes)")
@@ -337,7 +344,8 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
 def dot(lhs, rhs, precision=None, preferred_element_type=None) -> Array:
   """Contract lhs's last axis with rhs's first (vector-vector, matrix-vector, matrix-matrix products)."""
   a, b = asarray(lhs), asarray(rhs)
-  if a.ndim == 0 or b.ndim == 0: raise TypeError(f"lax.dot needs arrays of at least 1 dimension, got shapes {a.shape} and {b.shape}")
+  if a.ndim == 0 or b.ndim == 0:
+    raise TypeError(f"lax.dot needs arrays of at least 1 dimension, got shapes {a.shape} and {b.shape}")
   return dot_general(a, b, (((a.ndim - 1,), (0,)), ((), ())), precision, preferred_element_type)
 
 # --- shapes ---
@@ -365,9 +373,12 @@ def broadcast_in_dim(operand, shape, broadcast_dimensions, out_sharding=None) ->
 
 def reshape(operand, new_sizes, dimensions=None) -> Array:
   """`operand` reshaped (row-major) to `new_sizes`, after transposing by `dimensions` if given."""
-  x = asarray(operand)
+  x, shape = asarray(operand), indexing.shape_tuple(new_sizes, 'new_sizes')
   if dimensions is not None: x = transpose(x, dimensions)
-  return Array(x.uop.reshape(indexing.shape_tuple(new_sizes)), x.weak)
+  if math.prod(shape) != x.size:
+    raise TypeError(f"lax.reshape: new_sizes {shape} (size {math.prod(shape)}) do not fit an operand of shape "
+                    f"{x.shape} (size {x.size}); the total size must stay the same")
+  return Array(x.uop.reshape(shape), x.weak)
 
 def transpose(operand, permutation) -> Array:
   """Axes reordered: output axis i is input axis permutation[i]."""
@@ -440,7 +451,8 @@ def pad(operand, padding_value, padding_config) -> Array:
   (u, pv), weak = _operands_pad(operand, padding_value)
   config = [tuple(c) for c in padding_config]
   if len(config) != u.ndim or builtins.any(len(c) != 3 for c in config):
-    raise ValueError(f"lax.pad: padding_config needs one (low, high, interior) per axis of shape {u.shape}, got {config}")
+    raise ValueError(f"lax.pad: padding_config needs one (low, high, interior) per axis of shape {u.shape}, "
+                     f"got {config}")
   inside = UOp.const(True, dtypes.bool_, u.shape)
   for ax, (lo, hi, interior) in enumerate(config):
     if interior < 0: raise ValueError(f"lax.pad: interior padding must be >= 0, got {interior} on axis {ax}")
@@ -460,7 +472,8 @@ def _pad_axis(u: UOp, ax: int, lo: int, hi: int, interior: int) -> UOp:
   n = u.shape[ax]
   if interior and n > 1:
     s = u.shape
-    u = u.reshape(s[:ax] + (n, 1) + s[ax + 1:]).pad(tuple((0, interior) if i == ax + 1 else (0, 0) for i in range(u.ndim + 1)))
+    widths = tuple((0, interior) if i == ax + 1 else (0, 0) for i in range(u.ndim + 1))
+    u = u.reshape(s[:ax] + (n, 1) + s[ax + 1:]).pad(widths)
     u = u.reshape(s[:ax] + (n * (1 + interior),) + s[ax + 1:])
     u = indexing._shrink_axis(u, ax, 0, n * (1 + interior) - interior)
   u = u.pad(tuple((builtins.max(lo, 0), builtins.max(hi, 0)) if i == ax else (0, 0) for i in range(u.ndim)))
@@ -515,7 +528,8 @@ def sort(operand, dimension: int = -1, is_stable: bool = True, num_keys: int = 1
   arrs = [asarray(o) for o in ([operand] if single else operand)]
   if builtins.any(a.shape != arrs[0].shape for a in arrs):
     raise TypeError(f"lax.sort requires operands of one shape, got {[a.shape for a in arrs]}")
-  if not 1 <= num_keys <= len(arrs): raise ValueError(f"lax.sort: num_keys={num_keys} must be between 1 and {len(arrs)}")
+  if not 1 <= num_keys <= len(arrs):
+    raise ValueError(f"lax.sort: num_keys={num_keys} must be between 1 and {len(arrs)}")
   ax = normalize_axis(dimension, arrs[0].ndim, 'dimension')
   perm = indexing.argsort(arrs[num_keys - 1], ax)
   for k in reversed(range(num_keys - 1)):
@@ -546,3 +560,5 @@ from tinyjx.transforms.ad import stop_gradient  # noqa: E402,F401
 from tinyjx.transforms.control_flow import (  # noqa: E402,F401
   cond, switch, while_loop, fori_loop, scan, map, dynamic_slice, dynamic_update_slice, dynamic_index_in_dim,  # noqa: A004
   dynamic_slice_in_dim, dynamic_update_index_in_dim, dynamic_update_slice_in_dim)
+from tinyjx.collectives import (  # noqa: E402,F401
+  psum, pmean, pmax, pmin, all_gather, psum_scatter, ppermute, pshuffle, all_to_all, axis_index, axis_size)

@@ -149,7 +149,8 @@ def gelu(x, approximate: bool = True) -> Array:
   """
   x = _float(x)
   if approximate:
-    inner = jnp.multiply(math.sqrt(2.0 / math.pi), jnp.add(x, jnp.multiply(0.044715, jnp.multiply(x, jnp.multiply(x, x)))))
+    cube = jnp.multiply(x, jnp.multiply(x, x))
+    inner = jnp.multiply(math.sqrt(2.0 / math.pi), jnp.add(x, jnp.multiply(0.044715, cube)))
     return jnp.multiply(jnp.multiply(0.5, x), jnp.add(1.0, jnp.tanh(inner)))
   cdf = jnp.multiply(0.5, jnp.add(1.0, lax.erf(jnp.multiply(x, 1.0 / math.sqrt(2.0)))))
   return jnp.multiply(x, cdf)

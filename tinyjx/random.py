@@ -236,7 +236,10 @@ def fold_in(key, data):
   kdata, typed = _unwrap(key, "fold_in")
   if np.ndim(data):
     raise TypeError(f"fold_in accepts scalar data, but was given an array of shape {np.shape(data)}; use vmap")
-  d = jnp.asarray(data)
+  python_int = isinstance(data, (int, np.integer)) and not isinstance(data, bool)
+  if python_int and not 0 <= int(data) < 2 ** 32:
+    raise OverflowError(f"fold_in: Python integer {data} is out of bounds for uint32 (0 to 2**32 - 1)")
+  d = jnp.asarray(np.uint32(data)) if python_int else jnp.asarray(data)
   if not dtypes.is_int(d.dtype) and not dtypes.is_bool(d.dtype):
     raise TypeError(f"fold_in: data must be an integer, got {d.dtype}")
   k0, k1 = _words(kdata)
@@ -500,7 +503,8 @@ def _randint(data: Array, shape: tuple, minval, maxval, dt: DType) -> Array:
 def randint(key, shape, minval, maxval, dtype=None) -> Array:
   """Uniform integers in [minval, maxval) (bounds clip to `dtype`'s range; maxval <= minval gives minval).
 
-  >>> randint(PRNGKey(0), (5,), 0, 10).tolist()  # doctest: +SKIP
+  >>> randint(PRNGKey(0), (5,), 0, 10).tolist()
+  [9, 0, 2, 3, 1]
   """
   data, _ = _unwrap(key, "randint")
   dt = _int_dtype(dtype, "randint")
@@ -677,6 +681,123 @@ def _choice_p(data: Array, p: Array, n: int, shape: tuple, draws: int, replace: 
   top = Array(_argsort_last(g, descending=True).uop.shrink(((0, draws),)))
   return jnp.astype(top, dtypes.default_int())
 
+# ---------------------------------------------------------------- samplers built on control flow
+
+def _gamma_one(data: Array, alpha: Array, log_space: bool) -> Array:
+  """One Gamma(alpha) sample by Marsaglia and Tsang's rejection method (JAX's algorithm and key use, so the same
+  key gives the same sample); alpha < 1 samples Gamma(alpha + 1) and scales by a uniform power."""
+  from tinyjx import lax
+  dt = alpha.dtype
+  zero, one = jnp.zeros((), dt), jnp.ones((), dt)
+  boosted = alpha >= one
+  a = jnp.where(boosted, alpha, alpha + one)
+  d = a - 1.0 / 3.0
+  c = (1.0 / 3.0) / jnp.sqrt(d)
+  def normal_v(state):
+    k, sub = _words_split(state[0])
+    x = _normal(sub, (), dt)
+    return k, x, one + x * c
+  def propose(state):
+    k, x_key, u_key = (_row(split(state[0], 3), i) for i in range(3))
+    _, x, v = lax.while_loop(lambda s: s[2] <= zero, normal_v, (x_key, zero, -one))
+    return k, x * x, v * v * v, _uniform(u_key, (), dt, 0., 1.)
+  def rejected(state):
+    _, X, V, U = state
+    return (U >= one - 0.0331 * (X * X)) & (jnp.log(U) >= X * 0.5 + d * (one - V + jnp.log(V)))
+  k, sub = _words_split(data)
+  V = lax.while_loop(rejected, propose, (k, zero, one, one + one))[2]
+  if log_space:
+    log_u = -(-jnp.log1p(-_uniform(sub, (), dt, 0., 1.)))
+    log_boost = jnp.where(boosted | (log_u == 0), zero, log_u * (one / alpha))
+    return jnp.log(d) + jnp.log(V) + log_boost
+  u = one - _uniform(sub, (), dt, 0., 1.)
+  return d * V * jnp.where(boosted, one, u ** (one / alpha))
+
+def _row(keys: Array, i: int) -> Array: return Array(keys.uop.shrink(((i, i + 1), (0, 2))).reshape((2,)))
+
+def _gamma(data: Array, a, shape, dt: DType, log_space: bool, name: str) -> Array:
+  from tinyjx.transforms.batching import vmap
+  shape = _check_param_shapes(name, shape, a)
+  alphas = jnp.astype(jnp.asarray(a), dt)
+  n = math.prod(shape)
+  if n == 0: return jnp.zeros(shape, dt)
+  flat = Array(alphas.uop.broadcast_to(shape).reshape((n,)))
+  samples = vmap(lambda k, x: _gamma_one(k, x, log_space))(split(data, n), flat)
+  return Array(samples.uop.reshape(shape))
+
+def gamma(key, a, shape=None, dtype=None) -> Array:
+  """Gamma(a, 1) floats (Marsaglia-Tsang rejection, run as a while_loop over all elements at once).
+
+  Not differentiable with respect to `a`: reverse mode through the rejection loop raises.
+
+  >>> gamma(PRNGKey(0), 2.0, (3,)).shape
+  (3,)
+  """
+  data, _ = _unwrap(key, "gamma")
+  return _gamma(data, a, shape, _float_dtype(dtype, "gamma"), False, "gamma")
+
+def loggamma(key, a, shape=None, dtype=None) -> Array:
+  """log of Gamma(a, 1) samples, computed in log space (accurate for small `a`).
+
+  >>> loggamma(PRNGKey(0), 0.1, (2,)).shape
+  (2,)
+  """
+  data, _ = _unwrap(key, "loggamma")
+  return _gamma(data, a, shape, _float_dtype(dtype, "loggamma"), True, "loggamma")
+
+def beta(key, a, b, shape=None, dtype=None) -> Array:
+  """Beta(a, b) floats, as Gamma(a) / (Gamma(a) + Gamma(b)) from log-space gamma samples.
+
+  >>> x = beta(PRNGKey(0), 2.0, 3.0, (4,))
+  >>> bool(((x > 0) & (x < 1)).all())
+  True
+  """
+  data, _ = _unwrap(key, "beta")
+  dt = _float_dtype(dtype, "beta")
+  shape = _check_param_shapes("beta", shape, a, b)
+  ka, kb = _words_split(data)
+  la = _gamma(ka, jnp.broadcast_to(jnp.astype(jnp.asarray(a), dt), shape), shape, dt, True, "beta")
+  lb = _gamma(kb, jnp.broadcast_to(jnp.astype(jnp.asarray(b), dt), shape), shape, dt, True, "beta")
+  top = jnp.maximum(la, lb)
+  ga, gb = jnp.exp(la - top), jnp.exp(lb - top)
+  return ga / (ga + gb)
+
+def _cholesky(a: Array) -> Array:
+  """The lower Cholesky factor of a symmetric positive definite matrix, one column per step of a fori_loop."""
+  from tinyjx import lax
+  n = a.shape[-1]
+  rows = jnp.arange(n)
+  def column(j, L):
+    row_j = lax.dynamic_index_in_dim(L, j, 0, keepdims=False)          # L[j, :j] (zeros from column j on)
+    v = lax.dynamic_index_in_dim(a, j, 1, keepdims=False) - L @ row_j   # A[:, j] - L[:, :j] L[j, :j]
+    diag = jnp.sqrt(lax.dynamic_index_in_dim(v, j, 0, keepdims=False))
+    col = jnp.where(rows >= j, v / diag, 0.0)
+    return lax.dynamic_update_index_in_dim(L, col, j, 1)
+  return lax.fori_loop(0, n, column, jnp.zeros_like(a))
+
+def multivariate_normal(key, mean, cov, shape=None, dtype=None, method: str = 'cholesky') -> Array:
+  """Normal vectors with mean `mean` (..., n) and covariance `cov` (n, n): mean + L z with L the Cholesky factor.
+
+  Only method='cholesky' (JAX's default) is implemented; `cov` is one matrix shared by every sample.
+
+  >>> multivariate_normal(PRNGKey(0), jnp.zeros(2), jnp.eye(2), (5,)).shape
+  (5, 2)
+  """
+  data, _ = _unwrap(key, "multivariate_normal")
+  if method != 'cholesky':
+    raise NotImplementedError(f"multivariate_normal: method={method!r} is not implemented; use method='cholesky'")
+  mean, cov = jnp.asarray(mean), jnp.asarray(cov)
+  dt = _float_dtype(dtype if dtype is not None else jnp.result_type(mean, cov, 0.0), "multivariate_normal")
+  n = mean.shape[-1] if mean.ndim else 0
+  if mean.ndim < 1 or cov.shape != (n, n):
+    raise ValueError(f"multivariate_normal: mean must be (..., n) and cov (n, n); got mean {mean.shape} and cov "
+                     f"{cov.shape} (batched covariances are not supported)")
+  shape = mean.shape[:-1] if shape is None else _check_param_shapes("multivariate_normal", shape, mean[..., 0])
+  z = _normal(data, tuple(shape) + (n,), dt)
+  factor = _cholesky(jnp.astype(cov, dt))
+  return jnp.astype(mean, dt) + jnp.einsum('ij,...j->...i', factor, z)
+
 __all__ = ['PRNGKey', 'key', 'key_data', 'wrap_key_data', 'PRNGKeyArray', 'split', 'fold_in', 'bits', 'uniform',
            'normal', 'truncated_normal', 'bernoulli', 'randint', 'categorical', 'choice', 'permutation', 'shuffle',
-           'gumbel', 'exponential', 'laplace', 'logistic', 'threefry2x32', 'erf_inv']
+           'gumbel', 'exponential', 'laplace', 'logistic', 'gamma', 'loggamma', 'beta', 'multivariate_normal',
+           'threefry2x32', 'erf_inv']

@@ -288,7 +288,38 @@ def out_avals(u: UOp) -> tuple:
     if hasattr(a, 'out_avals'): return a.out_avals
   raise TypeError(f"{u.op.name} node does not record its output avals")
 
+# collectives: arg = (axis_name, ...) with the axis size last where the shape needs it (see tinyjx/collectives.py)
+def _all_gather_rule(u):
+  _, axis, tiled, n = u.arg
+  s = u.src[0].shape
+  return s[:axis] + (s[axis] * n,) + s[axis + 1:] if tiled else s[:axis] + (n,) + s[axis:]
+
+def _psum_scatter_rule(u):
+  _, dim, tiled, n = u.arg
+  s = u.src[0].shape
+  if (s[dim] % n if tiled else s[dim] != n):
+    raise ShapeError(f"psum_scatter: dimension {dim} of shape {s} must {'be divisible by' if tiled else 'equal'} "
+                     f"the axis size {n}")
+  return s[:dim] + (s[dim] // n,) + s[dim + 1:] if tiled else s[:dim] + s[dim + 1:]
+
+def _all_to_all_rule(u):
+  _, split, concat, tiled, n = u.arg
+  s = u.src[0].shape
+  if (s[split] % n if tiled else s[split] != n):
+    raise ShapeError(f"all_to_all: split axis {split} of shape {s} must {'be divisible by' if tiled else 'equal'} "
+                     f"the axis size {n}")
+  if tiled:
+    out = list(s)
+    out[split] //= n
+    out[concat] *= n
+    return tuple(out)
+  rest = s[:split] + s[split + 1:]
+  return rest[:concat] + (n,) + rest[concat:]
+
 shape_rules: dict[Ops, Callable[[UOp], tuple]] = {
+  **{op: (lambda u: u.src[0].shape) for op in (Ops.PSUM, Ops.PMAX, Ops.PMIN, Ops.PPERMUTE)},
+  Ops.ALL_GATHER: _all_gather_rule, Ops.PSUM_SCATTER: _psum_scatter_rule, Ops.ALL_TO_ALL: _all_to_all_rule,
+  Ops.AXIS_INDEX: lambda u: (),
   **{op: _leaf_shape for op in GroupOp.Leaf},
   Ops.TAG: lambda u: u.src[0].shape,
   **{op: _same_shape for op in GroupOp.Elementwise},

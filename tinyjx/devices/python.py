@@ -152,7 +152,17 @@ def _iota(n):
 def _pad(n, x):
   return np.pad(x, n.arg) if x.dtype.kind != 'b' else np.pad(x, n.arg, constant_values=False)
 
+# Collectives exchange values with the other devices of a running pmap; that runtime lives above this layer
+# (tinyjx.collectives) and registers itself here: collective_hook(node, values) -> this device's result.
+collective_hook = None
+
+def _collective(n, *vals):
+  if collective_hook is None:
+    raise RuntimeError(f"{n.op.name.lower()} over axis {n.arg[0]!r} can only run inside pmap (import tinyjx)")
+  return collective_hook(n, vals)
+
 python_rules: dict = {
+  **{op: _collective for op in GroupOp.Collective},
   **{op: (lambda f: lambda n, x: f(n, x))(f) for op, f in UNARY.items()},
   **BINARY,
   Ops.WHERE: lambda n, c, a, b: np.where(c, a, b),

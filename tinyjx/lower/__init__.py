@@ -19,7 +19,7 @@ import numpy as np
 from tinyjx import dtypes, settings as config, array, devices
 from tinyjx.uop import UOp, Ops, toposort, substitute
 from tinyjx.rewrite import graph_rewrite
-from tinyjx.lower.simplify import pm_simplify, pm_decompose
+from tinyjx.lower.simplify import pm_simplify, pm_decompose, fold_permutes
 from tinyjx.lower.schedule import schedule, KernelItem, StepItem, INPUT_OPS
 from tinyjx.lower.index import build_kernel, NeedsBuffer
 from tinyjx.lower.memory import plan
@@ -58,7 +58,7 @@ def do_simplify(st: Lowering) -> Lowering:
   return st
 
 def do_decompose(st: Lowering) -> Lowering:
-  st.roots = list(graph_rewrite(st.roots, pm_decompose, name="decompose"))
+  st.roots = fold_permutes(list(graph_rewrite(st.roots, pm_decompose, name="decompose")))
   return st
 
 def do_schedule_and_index(st: Lowering) -> Lowering:
@@ -136,7 +136,8 @@ def do_steps_and_memory(st: Lowering) -> Lowering:
 
 def do_render(st: Lowering) -> Lowering:
   entries = [s.kernels for s in st.steps if isinstance(s, KernelCall)]
-  st.source = CRenderer().render(st.kernels, entries)
+  r = CRenderer(); r.sizes = {i: int(np.prod(s.shape)) for i, s in enumerate(st.slots)}
+  st.source = r.render(st.kernels, entries)
   return st
 
 def do_compile(st: Lowering) -> Lowering:

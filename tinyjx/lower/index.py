@@ -69,6 +69,24 @@ class Sort:
   descending: bool
 
 @dataclass(eq=False)
+class Matmul:
+  """out[b, i, j] = epilogue(sum_k x(b, i, k) * y(b, j, k)), made by optimize from a sum-of-products kernel.
+
+  `x` is in the template variables `i` and `k` (SPECIALs, the flat row and contraction index), `y` in `j`
+  and `k`, both may use the enclosing (batch) loop variables; `store` writes one result `cv` at (i, j).
+  """
+  m: int
+  n: int
+  k: int
+  x: UOp
+  y: UOp
+  store: Store
+  dtype: object
+  parallel: bool = True
+  @property
+  def work(self) -> int: return 2 * self.m * self.n * self.k
+
+@dataclass(eq=False)
 class Kernel:
   name: str
   body: list
@@ -140,8 +158,8 @@ class KernelBuilder:
     return self.memo[key]
 
   def _value(self, n: UOp, idx: tuple, valid: UOp) -> UOp:
-    if n in self.slots and n not in self.own: return load(self.glob(n), flat_index(idx, n.shape), valid)
     if n.size == 0: return scalar(0, n.dtype)       # never evaluated: a loop over an empty axis
+    if n in self.slots and n not in self.own: return load(self.glob(n), flat_index(idx, n.shape), valid)
     self.fused[n] = None
     if n.op is Ops.CONST: return scalar(n.arg[0], n.dtype)
     if n.op is Ops.IOTA: return idx[n.arg[1]].cast(n.dtype)

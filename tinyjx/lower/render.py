@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from tinyjx import dtypes
 from tinyjx.uop import UOp, Ops, toposort
-from tinyjx.lower.index import Loop, Decl, Update, Store, Sort, Kernel, identity
+from tinyjx.lower.index import Loop, Decl, Update, Store, Sort, Matmul, Kernel, identity
 from tinyjx.lower.symbolic import IDX
 
 TYPES = {dtypes.bool_: '_Bool', dtypes.int8: 'int8_t', dtypes.int16: 'int16_t', dtypes.int32: 'int32_t',
@@ -33,6 +33,8 @@ PRELUDE = r"""
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include <stdio.h>
+static inline int64_t TJX_CHK(int64_t i, int64_t n) { if (n >= 0 && (i < 0 || i >= n)) { fprintf(stderr, "OOB %ld of %ld\\n", (long)i, (long)n); abort(); } return i; }
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -108,6 +110,85 @@ TJX_F2I(uint8_t, u8, 0, UINT8_MAX)
 TJX_F2I(uint16_t, u16, 0, UINT16_MAX)
 TJX_F2I(uint32_t, u32, 0, UINT32_MAX)
 TJX_F2I(uint64_t, u64, 0, UINT64_MAX)
+/* float32 exp, log and tanh as polynomials (Cephes' minimax coefficients) that vectorize; about 1-2 ulp */
+#ifdef __FMA__
+#define TJX_FMA(a, b, c) fmaf(a, b, c)
+#else
+#define TJX_FMA(a, b, c) ((a) * (b) + (c))
+#endif
+static inline float tjx_f32_bits(int32_t b) { float f; memcpy(&f, &b, 4); return f; }
+static inline float tjx_exp_f32(float x) {
+  float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
+  xc = x == x ? xc : 0.0f;
+  float n = rintf(xc * 1.44269504088896341f);
+  float r = TJX_FMA(n, -0.693145751953125f, xc);
+  r = TJX_FMA(n, -1.428606765330187045e-06f, r);
+  float p = 1.9875691500e-4f;
+  p = TJX_FMA(p, r, 1.3981999507e-3f); p = TJX_FMA(p, r, 8.3334519073e-3f); p = TJX_FMA(p, r, 4.1665795894e-2f);
+  p = TJX_FMA(p, r, 1.6666665459e-1f); p = TJX_FMA(p, r, 5.0000001201e-1f);
+  p = TJX_FMA(p, r * r, r) + 1.0f;
+  int32_t ni = (int32_t)n, n1 = ni >> 1, n2 = ni - n1;
+  float res = p * tjx_f32_bits((n1 + 127) << 23) * tjx_f32_bits((n2 + 127) << 23);
+  return x == x ? res : x;
+}
+static inline float tjx_log_f32(float x) {
+  int32_t b; memcpy(&b, &x, 4);
+  int sub = x < 1.17549435e-38f;
+  float xs = sub ? x * 8388608.0f : x;
+  memcpy(&b, &xs, 4);
+  int32_t e = ((b >> 23) & 0xff) - 127 - (sub ? 23 : 0);
+  float m = tjx_f32_bits((b & 0x7fffff) | 0x3f800000);
+  int big = m > 1.41421356f;
+  m = big ? m * 0.5f : m;
+  float fe = (float)(e + big), f = m - 1.0f, z = f * f;
+  float p = 7.0376836292e-2f;
+  p = TJX_FMA(p, f, -1.1514610310e-1f); p = TJX_FMA(p, f, 1.1676998740e-1f); p = TJX_FMA(p, f, -1.2420140846e-1f);
+  p = TJX_FMA(p, f, 1.4249322787e-1f); p = TJX_FMA(p, f, -1.6668057665e-1f); p = TJX_FMA(p, f, 2.0000714765e-1f);
+  p = TJX_FMA(p, f, -2.4999993993e-1f); p = TJX_FMA(p, f, 3.3333331174e-1f);
+  float y = f * z * p;
+  y = TJX_FMA(fe, -2.12194440e-4f, y);
+  y = TJX_FMA(z, -0.5f, y);
+  float res = TJX_FMA(fe, 0.693359375f, f + y);
+  res = x == 0.0f ? -INFINITY : res;
+  res = x < 0.0f ? NAN : res;
+  return (x != x || x == INFINITY) ? x : res;
+}
+static inline float tjx_tanh_f32(float x) {
+  float a = fabsf(x), z = x * x;
+  float p = -5.70498872745e-3f;
+  p = TJX_FMA(p, z, 2.06390887954e-2f); p = TJX_FMA(p, z, -5.37397155531e-2f);
+  p = TJX_FMA(p, z, 1.33314422036e-1f); p = TJX_FMA(p, z, -3.33332819422e-1f);
+  float small = TJX_FMA(p * z, x, x);
+  float big = 1.0f - 2.0f / (tjx_exp_f32(2.0f * a) + 1.0f);
+  big = x < 0.0f ? -big : big;
+  return a < 0.625f ? small : big;
+}
+/* matmul: operands packed into panels of TJX_MR rows and TJX_NR_* columns; the micro-kernel keeps a
+   TJX_MR x TJX_NR tile of results in vector registers (the compiler unrolls and vectorizes the q loop) */
+#define TJX_MR 6
+#if defined(__AVX512F__)
+#define TJX_NR_F32 32
+#else
+#define TJX_NR_F32 16
+#endif
+#define TJX_NR_F64 (TJX_NR_F32 / 2)
+#ifdef __FMA__
+#define TJX_FMAD(a, b, c) fma(a, b, c)
+#else
+#define TJX_FMAD(a, b, c) ((a) * (b) + (c))
+#endif
+static inline void* tjx_alloc(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64 + 64); }
+#define TJX_MICRO(T, N, NR, FMA) \
+static void tjx_mm_##N(int64_t K, const T* restrict a, const T* restrict b, T* restrict c) { \
+  T acc[TJX_MR][NR]; \
+  for (int r = 0; r < TJX_MR; r++) for (int q = 0; q < NR; q++) acc[r][q] = 0; \
+  for (int64_t k = 0; k < K; k++) \
+    for (int r = 0; r < TJX_MR; r++) { \
+      const T av = a[k * TJX_MR + r]; \
+      for (int q = 0; q < NR; q++) acc[r][q] = FMA(av, b[k * NR + q], acc[r][q]); } \
+  memcpy(c, acc, sizeof acc); }
+TJX_MICRO(float, f32, TJX_NR_F32, TJX_FMA)
+TJX_MICRO(double, f64, TJX_NR_F64, TJX_FMAD)
 /* stable merge sort of row indices by key; NaN sorts last ascending and first descending (numpy's order) */
 #define TJX_SORT(K, N, NANS) \
 static void tjx_sort_##N(const K* key, int32_t* idx, int32_t* tmp, int64_t n, int desc) { \
@@ -133,6 +214,7 @@ UNARY_F = {Ops.EXP: 'exp', Ops.LOG: 'log', Ops.EXPM1: 'expm1', Ops.LOG1P: 'log1p
            Ops.TRUNC: 'trunc', Ops.ABS: 'fabs'}
 INFIX = {Ops.ADD: '+', Ops.SUB: '-', Ops.MUL: '*', Ops.AND: '&', Ops.OR: '|', Ops.XOR: '^', Ops.CMPLT: '<',
          Ops.CMPLE: '<=', Ops.CMPEQ: '==', Ops.CMPNE: '!='}
+FAST_F32 = {Ops.EXP: 'exp', Ops.LOG: 'log', Ops.TANH: 'tanh'}
 NARROW = {dtypes.bool_, dtypes.int8, dtypes.int16, dtypes.uint8, dtypes.uint16}
 
 def c_float(v: float, dt) -> str:
@@ -146,6 +228,11 @@ def c_int(v: int, dt) -> str:
   if dt.itemsize == 8: return f"{v}{'ULL' if dt.kind == 'u' else 'LL'}"
   if dt.kind == 'u' and dt.itemsize == 4: return f"{v}u"
   return str(v)
+
+class Scope:
+  """A C block being rendered: its lines, where hoisted temporaries go, and what it defines."""
+  def __init__(self, lines: list, pad: str, defines: set | None = None):
+    self.lines, self.pad, self.defines, self.cache, self.hoist = lines, pad, set(defines or ()), {}, len(lines)
 
 class CRenderer:
   """C for the CPU device (OpenMP for the parallel loop)."""
@@ -169,6 +256,7 @@ class CRenderer:
                  "  return omp_get_max_threads();\n#else\n  return 1;\n#endif\n}\n")
     return "\n".join(parts)
 
+  def nbytes_of(self, g): return self.sizes.get(g.arg, -1)
   def call_args(self, k: Kernel) -> str:
     return ", ".join(f"({self.ptr_type(g, g.arg in k.outs)})a[{g.arg}]" for g in k.args)
 
@@ -178,16 +266,20 @@ class CRenderer:
   # --- kernels ---
   def kernel(self, k: Kernel) -> str:
     self.uses = _count_uses(k.body)
-    self.scopes: list[dict] = [{}]
+    self.written = {g.arg for g in k.args if g.arg in k.outs}
+    self.deps: dict = {}
     self.ntmp = 0
     params = ", ".join(f"{self.ptr_type(g, g.arg in k.outs)} {self.buffer_qualifier} b{g.arg}" for g in k.args)
     lines = [f"{self.kernel_prefix} {k.name}({params}) {{"]
+    self.scopes: list[Scope] = [Scope(lines, "  ")]
     self.block(k.body, lines, 1)
     lines.append("}")
     return "\n".join(lines) + "\n"
 
   def block(self, stmts: list, lines: list, depth: int) -> None:
-    for s in stmts: self.stmt(s, lines, depth)
+    for s in stmts:
+      self.scopes[-1].hoist = len(self.scopes[-1].lines)   # invariant temporaries of inner loops go here
+      self.stmt(s, lines, depth)
 
   def stmt(self, s, lines: list, depth: int) -> None:
     pad = "  " * depth
@@ -196,20 +288,24 @@ class CRenderer:
       elif s.acc is not None and (pragma := self.simd_reduction(s)): lines.append(pragma)
       v = self.name(s.var)
       lines.append(f"{pad}for (int64_t {v} = 0; {v} < {s.size}; {v}++) {{")
-      self.scopes.append({})
+      self.scopes.append(Scope(lines, pad + "  ", {s.var} | ({s.acc} if s.acc is not None else set())))
       self.block(s.body, lines, depth + 1)
       self.scopes.pop()
       lines.append(f"{pad}}}")
     elif isinstance(s, Decl):
+      self.scopes[-1].defines.add(s.acc)
       lines.append(f"{pad}{self.type_names[s.acc.dtype]} {self.name(s.acc)} = {self.const(identity(s.acc.arg[1], s.acc.dtype), s.acc.dtype)};")
     elif isinstance(s, Update):
-      v = self.expr(s.value, lines, pad)
+      v = self.expr(s.value)
       lines.append(f"{pad}{self.name(s.acc)} = {self.binary(s.acc.arg[1], s.acc.dtype, self.name(s.acc), v)};")
     elif isinstance(s, Store):
-      idx, v = self.expr(s.idx, lines, pad), self.expr(s.value, lines, pad)
+      idx, v = self.expr(s.idx), self.expr(s.value)
+      idx = f"TJX_CHK({idx}, {self.nbytes_of(s.buf)})"
+      if s.valid.op is Ops.CONST and not s.valid.arg[0]: return      # a store that never happens
       if s.valid.op is Ops.CONST: lines.append(f"{pad}b{s.buf.arg}[{idx}] = {v};")
-      else: lines.append(f"{pad}if ({self.expr(s.valid, lines, pad)}) b{s.buf.arg}[{idx}] = {v};")
+      else: lines.append(f"{pad}if ({self.expr(s.valid)}) b{s.buf.arg}[{idx}] = {v};")
     elif isinstance(s, Sort): self.sort(s, lines, pad)
+    elif isinstance(s, Matmul): self.matmul(s, lines, pad)
     else: self.custom(s, lines, depth)
 
   def custom(self, s, lines: list, depth: int) -> None:
@@ -244,6 +340,52 @@ class CRenderer:
               f"{pad}  free(key); free(idx);",
               f"{pad}}}}}"]
 
+  def scoped(self, fn, pad: str) -> list:
+    """Lines rendered by `fn(lines)` in a scope of their own (its temporaries do not leak out)."""
+    out: list = []
+    self.scopes.append(Scope(out, pad))
+    fn(out)
+    self.scopes.pop()
+    return out
+
+  def matmul(self, s: Matmul, lines: list, pad: str) -> None:
+    t, nr = self.type_names[s.dtype], f"TJX_NR_{SUFFIX[s.dtype].upper()}"
+    p2, p3 = pad + "    ", pad + "      "
+    pack_b = self.scoped(lambda out: out.append(f"{p3}pb[(jb * K + k) * {nr} + q] = {self.expr(s.y)};"), p3)
+    pack_a = self.scoped(lambda out: out.append(f"{p3}pa[(ib * K + k) * TJX_MR + r] = {self.expr(s.x)};"), p3)
+    store = self.scoped(lambda out: self.stmt(s.store, out, len(p3) // 2 + 1), p3 + "  ")
+    lines += [f"{pad}{{",
+              f"{pad}  const int64_t M = {s.m}, N = {s.n}, K = {s.k};",
+              f"{pad}  const int64_t NB = (N + {nr} - 1) / {nr}, MB = (M + TJX_MR - 1) / TJX_MR;",
+              f"{pad}  {t}* pa = tjx_alloc(MB * TJX_MR * K * sizeof({t}));",
+              f"{pad}  {t}* pb = tjx_alloc(NB * {nr} * K * sizeof({t}));",
+              f"#pragma omp parallel if({int(s.parallel)})",
+              f"{pad}  {{",
+              "#pragma omp for schedule(static)",
+              f"{pad}  for (int64_t jb = 0; jb < NB; jb++) for (int64_t k = 0; k < K; k++) for (int64_t q = 0; q < {nr}; q++) {{",
+              f"{p2}const int64_t j = jb * {nr} + q;",
+              f"{p2}if (j < N) {{", *pack_b, f"{p2}}} else pb[(jb * K + k) * {nr} + q] = 0;",
+              f"{pad}  }}",
+              "#pragma omp for schedule(static)",
+              f"{pad}  for (int64_t ib = 0; ib < MB; ib++) for (int64_t k = 0; k < K; k++) for (int64_t r = 0; r < TJX_MR; r++) {{",
+              f"{p2}const int64_t i = ib * TJX_MR + r;",
+              f"{p2}if (i < M) {{", *pack_a, f"{p2}}} else pa[(ib * K + k) * TJX_MR + r] = 0;",
+              f"{pad}  }}",
+              "#pragma omp for collapse(2) schedule(static)",
+              f"{pad}  for (int64_t jb = 0; jb < NB; jb++) for (int64_t ib = 0; ib < MB; ib++) {{",
+              f"{p2}{t} c[TJX_MR * {nr}] __attribute__((aligned(64)));",
+              f"{p2}tjx_mm_{SUFFIX[s.dtype]}(K, pa + ib * TJX_MR * K, pb + jb * {nr} * K, c);",
+              f"{p2}for (int64_t r = 0; r < TJX_MR; r++) {{",
+              f"{p2}  const int64_t i = ib * TJX_MR + r;",
+              f"{p2}  if (i >= M) break;",
+              f"{p2}  for (int64_t q = 0; q < {nr}; q++) {{",
+              f"{p3}  const int64_t j = jb * {nr} + q;",
+              f"{p3}  if (j >= N) break;",
+              f"{p3}  const {t} cv = c[r * {nr} + q];", *store,
+              f"{p2}  }}", f"{p2}}}", f"{pad}  }}", f"{pad}  }}",
+              f"{pad}  free(pa); free(pb);",
+              f"{pad}}}"]
+
   # --- expressions ---
   def name(self, u: UOp) -> str:
     if u.op is Ops.RANGE: return f"i{u.arg[0]}"
@@ -251,26 +393,57 @@ class CRenderer:
     if u.op is Ops.SPECIAL: return u.arg[0]
     raise ValueError(f"{u.op} has no name")
 
-  def expr(self, u: UOp, lines: list, pad: str) -> str:
+  def expr(self, u: UOp) -> str:
+    """C text for `u`; a node used twice, or invariant in the current loop, becomes a temporary in the
+    outermost scope where everything it reads is defined (loop-invariant code motion)."""
     for scope in reversed(self.scopes):
-      if u in scope: return scope[u]
-    text = self.render_node(u, lines, pad)
-    if self.uses.get(u, 0) > 1 and u.op not in (Ops.CONST, Ops.RANGE, Ops.DEFINE_ACC, Ops.SPECIAL):
+      if u in scope.cache: return scope.cache[u]
+    home = self.home(u)
+    text = self.render_node(u)
+    inner = home < len(self.scopes) - 1
+    if (self.uses.get(u, 0) > 1 or inner) and u.op not in (Ops.CONST, Ops.RANGE, Ops.DEFINE_ACC, Ops.SPECIAL):
       tmp = f"t{self.ntmp}"
       self.ntmp += 1
-      lines.append(f"{pad}const {self.type_names.get(u.dtype, 'int64_t')} {tmp} = {text};")
+      self.emit(home, f"const {self.type_names.get(u.dtype, 'int64_t')} {tmp} = {text};")
       text = tmp
-    self.scopes[-1][u] = text
+    self.scopes[home].cache[u] = text
     return text
 
-  def render_node(self, u: UOp, lines: list, pad: str) -> str:
+  def emit(self, home: int, line: str) -> None:
+    sc = self.scopes[home]
+    if home == len(self.scopes) - 1:
+      sc.lines.append(sc.pad + line)
+      return
+    sc.lines.insert(sc.hoist, sc.pad + line)
+    for deeper in self.scopes[home:]:
+      if deeper.lines is sc.lines and deeper.hoist >= sc.hoist and deeper is not sc: deeper.hoist += 1
+    sc.hoist += 1
+
+  def home(self, u: UOp) -> int:
+    """The index of the innermost scope that defines something `u` reads."""
+    deps = self.dependencies(u)
+    for i in range(len(self.scopes) - 1, -1, -1):
+      if deps & self.scopes[i].defines or None in deps and i == len(self.scopes) - 1: return i
+    return 0
+
+  def dependencies(self, u: UOp) -> frozenset:
+    """Loop variables and accumulators below `u`; None stands for what must stay where it is used (template
+    variables, loads from a buffer this kernel writes)."""
+    if u not in self.deps:
+      if u.op in (Ops.RANGE, Ops.DEFINE_ACC): d = frozenset({u})
+      elif u.op is Ops.SPECIAL or (u.op is Ops.LOAD and u.src[0].arg in self.written): d = frozenset({None})
+      else: d = frozenset().union(*[self.dependencies(s) for s in u.src])
+      self.deps[u] = d
+    return self.deps[u]
+
+  def render_node(self, u: UOp) -> str:
     if u.op in (Ops.RANGE, Ops.DEFINE_ACC, Ops.SPECIAL): return self.name(u)
     if u.op is Ops.CONST: return self.const(u.arg[0], u.dtype)
     if u.op is Ops.LOAD:
-      src = [self.expr(s, lines, pad) for s in u.src[1:]]
-      ref = f"b{u.src[0].arg}[{src[0]}]"
+      src = [self.expr(s) for s in u.src[1:]]
+      ref = f"b{u.src[0].arg}[TJX_CHK({src[0]}, {self.nbytes_of(u.src[0])})]"
       return ref if len(src) == 1 else f"({src[1]} ? {ref} : {self.const(0, u.dtype)})"
-    src = [self.expr(s, lines, pad) for s in u.src]
+    src = [self.expr(s) for s in u.src]
     if u.op is Ops.WHERE: return f"({src[0]} ? {src[1]} : {src[2]})"
     if u.op is Ops.CAST: return self.cast(u.src[0].dtype, u.dtype, src[0])
     if u.op is Ops.BITCAST:
@@ -301,6 +474,7 @@ class CRenderer:
       if op is Ops.RECIP: return f"({self.const(1, dt)} / {x})"
       if op is Ops.SIGN: return f"tjx_sign_{sfx}({x})"
       if op is Ops.ERF: return f"(({t})erf((double)({x})))"
+      if op in FAST_F32 and dt is dtypes.float32: return f"tjx_{FAST_F32[op]}_f32({x})"
       return f"{UNARY_F[op]}{f}({x})"
     if op is Ops.NEG: return f"(({t})(0 - {x}))" if dt.kind == 'u' else f"(({t})(-{x}))"
     if op is Ops.NOT: return f"(!{x})" if dt.kind == 'b' else f"(({t})(~{x}))"
@@ -337,6 +511,7 @@ def _count_uses(stmts: list) -> dict:
       if isinstance(s, Loop): walk(s.body)
       elif isinstance(s, Update): roots.append(s.value)
       elif isinstance(s, Store): roots.extend([s.idx, s.value, s.valid])
+      elif isinstance(s, Matmul): roots.extend([s.x, s.y, s.store.idx, s.store.value, s.store.valid])
   walk(stmts)
   uses: dict = {}
   for n in toposort(roots):

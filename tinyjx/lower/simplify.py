@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import numpy as np
 from tinyjx import dtypes
-from tinyjx.uop import UOp, Ops, GroupOp
+from tinyjx.uop import UOp, Ops, GroupOp, toposort, substitute
 from tinyjx.rewrite import UPat, PatternMatcher
 
 LOW = (dtypes.float16, dtypes.bfloat16)
@@ -106,7 +106,7 @@ def dot_general(a: UOp, b: UOp, d: UOp) -> UOp:
   bv = b.cast(acc).permute(tuple(rb) + tuple(rf) + tuple(rc))
   av = av.reshape(av.shape[:nb + nfa] + (1,) * nfb + av.shape[nb + nfa:])
   bv = bv.reshape(bv.shape[:nb] + (1,) * nfa + bv.shape[nb:])
-  full = tuple(max(p, q) for p, q in zip(av.shape, bv.shape))
+  full = tuple(q if p == 1 else p for p, q in zip(av.shape, bv.shape))
   prod = UOp(Ops.MUL, acc, (av.expand(full), bv.expand(full)))
   out = UOp(Ops.REDUCE, acc, (prod,), (Ops.ADD, tuple(range(nb + nfa + nfb, nb + nfa + nfb + nk))))
   return out.reshape(d.shape).cast(d.dtype) if nk else prod.reshape(d.shape).cast(d.dtype)
@@ -141,3 +141,20 @@ pm_decompose = PatternMatcher([
   (UPat(Ops.IOTA, name='n'), low_precision_iota),
   (UPat(Ops.RECIP, src=(x,), name='n'), int_recip),
 ])
+
+def fold_permutes(roots: list) -> list:
+  """A reduction read only through one PERMUTE reduces a permuted input instead, so the kernel that
+  computes it writes the layout its readers want (a matmul's transposed gradient is stored transposed)."""
+  users: dict = {}
+  for n in toposort(roots):
+    for s in n.src: users.setdefault(s, set()).add(n)
+  mapping = {}
+  for p in [n for n in toposort(roots) if n.op is Ops.PERMUTE and n.src[0].op is Ops.REDUCE]:
+    r = p.src[0]
+    if users.get(r) != {p} or r in roots: continue
+    op, axes = r.arg
+    kept = [d for d in range(r.src[0].ndim) if d not in axes]
+    order = [kept[i] for i in p.arg] + list(axes)
+    n_kept = len(kept)
+    mapping[p] = UOp(Ops.REDUCE, r.dtype, (r.src[0].permute(order),), (op, tuple(range(n_kept, n_kept + len(axes)))))
+  return substitute(roots, mapping)

@@ -50,7 +50,8 @@ def _typed(a) -> tuple:
 def issubdtype(a, b) -> "builtins.bool":
   """Whether dtype `a` is of kind `b` (jnp.floating, jnp.integer, ... or a dtype)."""
   a = _dtypes.to_dtype(a)
-  kinds = {floating: 'f', inexact: 'f', integer: 'iu', signedinteger: 'i', unsignedinteger: 'u', bool_: 'b', number: 'iuf'}
+  kinds = {floating: 'f', inexact: 'f', integer: 'iu', signedinteger: 'i', unsignedinteger: 'u', bool_: 'b',
+           number: 'iuf'}
   if b in kinds: return a.kind in kinds[b]
   return a is _dtypes.to_dtype(b)
 

@@ -38,12 +38,20 @@ def _from_host(data: np.ndarray, dt: DType, device=None) -> Array:
   return Array(buffer_uop(devices.get(device).from_numpy(data, dt)))
 
 def _host_dtype(x) -> DType:
+  """The dtype of host data: numpy's (canonicalized), but Python ints in lists become the default int."""
   arr = np.asarray(x)
-  if arr.dtype == object: raise TypeError(f"cannot convert {type(x).__name__} with ragged or non-numeric contents to an array")
-  if arr.dtype.kind == 'f' and arr.dtype.itemsize == 8 and not isinstance(x, np.ndarray) and not dtypes.x64_enabled():
-    return dtypes.float32
-  if arr.dtype.kind == 'i' and not isinstance(x, np.ndarray): return dtypes.default_int()
+  if arr.dtype == object:
+    raise TypeError(f"cannot convert {type(x).__name__} with ragged or non-numeric contents to an array")
+  if isinstance(x, (list, tuple)) and arr.dtype.kind in 'iu':
+    dt = dtypes.default_int()
+    if arr.size: _check_int_range(int(arr.min()), dt), _check_int_range(int(arr.max()), dt)
+    return dt
   return dtypes.to_dtype(arr.dtype, "array")
+
+def _check_int_range(v: int, dt: DType) -> None:
+  ii = dtypes.iinfo(dt)
+  if not ii.min <= v <= ii.max: raise OverflowError(f"Python int {v} is too large to convert to {dt}; pass dtype= "
+                                                    "or enable 64-bit mode (jax_enable_x64)")
 
 def asarray(x, dtype=None, copy=None, device=None) -> Array:
   """Convert `x` (Array, numpy array, Python scalar or nested list) to an Array, optionally of `dtype`.
@@ -55,7 +63,8 @@ def asarray(x, dtype=None, copy=None, device=None) -> Array:
   if isinstance(x, Array): return x if dt is None or dt is x.dtype else astype(x, dt)
   if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
     weak_dt = dtypes.python_scalar_dtype(x)
-    if dt is None: return Array(UOp.const(x, weak_dt), weak=True)
+    if dt is None and isinstance(x, int) and not isinstance(x, bool): _check_int_range(x, weak_dt)
+    if dt is None: return Array(UOp.const(x, weak_dt), weak=not isinstance(x, bool))
     return Array(UOp.const(x, dt))
   if isinstance(x, (list, tuple)) and builtins.any(isinstance(e, Array) for e in _flat(x)):
     from tinyjx.numpy.shape import stack
@@ -257,8 +266,8 @@ def reciprocal(x): return unary(Ops.RECIP, x)
 def exp(x):
   """e to the power `x`, elementwise; integer and bool inputs give the default float.
 
-  >>> round(exp(asarray([0.0, 1.0])), 3).tolist()
-  [1.0, 2.718]
+  >>> print(exp(asarray([0.0, 1.0])))
+  [1.       2.718282]
   """
   return unary(Ops.EXP, x)
 def exp2(x):
@@ -326,8 +335,8 @@ fix = trunc
 def round(x, decimals: int = 0):  # noqa: A001 - numpy's name
   """Round half to even, to `decimals` places (as `jnp.round`); integers are returned unchanged.
 
-  >>> round(asarray([0.5, 1.5, 2.25]), 1).tolist()
-  [0.5, 1.5, 2.2]
+  >>> print(round(asarray([0.5, 1.5, 2.25]), 1))
+  [0.5 1.5 2.2]
   """
   x = asarray(x)
   if dtypes.is_bool(x.dtype): raise TypeError("round does not accept bool arrays; cast them to a number type first")
@@ -350,15 +359,16 @@ def clip(x, min=None, max=None, a_min=None, a_max=None):  # noqa: A002 - numpy's
   if lo is not None: x = maximum(x, lo)
   if hi is not None: x = minimum(x, hi)
   return x
-def where(condition, x=None, y=None):
-  """Elementwise `x if condition else y`, broadcasting all three (the one-argument form needs concrete input).
+def where(condition, x=None, y=None, *, size=None, fill_value=None):
+  """Elementwise `x if condition else y`, broadcasting all three. The one-argument form is `nonzero`
+  (it needs a concrete condition unless `size` is given).
 
   >>> where(asarray([True, False]), 1, 2).tolist()
   [1, 2]
   """
   if x is None and y is None:
     from tinyjx.numpy.indexing import nonzero
-    return nonzero(condition)
+    return nonzero(condition, size=size, fill_value=fill_value)
   if x is None or y is None: raise TypeError("where takes one argument or three (condition, x, y), not two")
   c = asarray(condition)
   if c.dtype is not dtypes.bool_: c = not_equal(c, 0)

@@ -12,7 +12,7 @@ from tinyjx import dtypes
 from tinyjx.array import Array
 from tinyjx.uop import UOp, Ops
 from tinyjx.numpy.core import (asarray, promote, full, zeros, zeros_like, where, normalize_axis,
-                               broadcast_shapes, _shape_arg)
+                               broadcast_shapes)
 
 __all__ = ['arange', 'linspace', 'eye', 'identity', 'tri', 'tril', 'triu', 'meshgrid', 'empty', 'empty_like', 'copy']
 
@@ -27,24 +27,23 @@ def _concrete(x, name: str):
   return x
 
 def arange(start, stop=None, step=None, dtype=None) -> Array:
-  """Evenly spaced values in [start, stop) by `step`, as an IOTA node (no host data).
+  """Evenly spaced values in [start, stop) by `step`: `start + step * iota`, computed in `dtype` (float32 for
+  16-bit floats), as JAX does; an IOTA node, no host data.
 
   Integer arguments give the default int type, any float argument the default float type.
 
   >>> arange(2, 10, 3).tolist()
   [2, 5, 8]
   """
-  if stop is None: start, stop = 0, start
-  step = 1 if step is None else step
-  dt = dtypes.to_dtype(dtype) if dtype is not None else promote(start, stop, step)[1]
+  dt = dtypes.to_dtype(dtype) if dtype is not None else promote(*(v for v in (start, stop, step) if v is not None))[1]
   start, stop, step = (_concrete(v, n) for v, n in ((start, 'start'), (stop, 'stop'), (step, 'step')))
+  if stop is None: start, stop = 0, start
   if step == 0: raise ValueError("arange: step must not be zero")
-  n = builtins.max(0, math.ceil((stop - start) / step))
-  if dtypes.is_float(dt): first, delta, calc = start, step, dt
-  else: first, delta, calc = math.trunc(start), math.trunc(start + step) - math.trunc(start), dtypes.default_int()
-  out = _iota(calc, (n,))
-  if delta != 1: out = out.alu(Ops.MUL, UOp.const(delta, calc, (n,)))
-  if first != 0: out = out.alu(Ops.ADD, UOp.const(first, calc, (n,)))
+  n = builtins.max(0, math.ceil((stop - start) / (1 if step is None else step)))
+  work = dtypes.float32 if dtypes.is_float(dt) and dt.itemsize < 4 else dt
+  out = _iota(work, (n,))
+  if step is not None and step != 1: out = UOp.const(step, work, (n,)).alu(Ops.MUL, out)
+  if start != 0: out = UOp.const(start, work, (n,)).alu(Ops.ADD, out)
   return Array(out.cast(dt))
 
 def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = False, dtype=None, axis: int = 0):
@@ -67,7 +66,7 @@ def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = 
   lo_u, hi_u = (u.uop.broadcast_to(bounds).reshape(bounds[:ax] + (1,) + bounds[ax:]).expand(shape) for u in (lo, hi))
   div = num - 1 if endpoint else num
   if num > 1:
-    t = _iota(calc, shape, ax).alu(Ops.DIV, UOp.const(div, calc, shape))
+    t = _iota(calc, shape, ax).alu(Ops.MUL, UOp.const(1 / div, calc, shape))   # XLA folds / div into * (1 / div)
     one_minus_t = UOp.const(1, calc, shape).alu(Ops.SUB, t)
     out = lo_u.alu(Ops.MUL, one_minus_t).alu(Ops.ADD, hi_u.alu(Ops.MUL, t))
     if endpoint:
@@ -110,7 +109,8 @@ def tri(N: int, M: int | None = None, k: int = 0, dtype=None) -> Array:
   >>> tri(3, dtype=int).tolist()
   [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
   """
-  return Array(_diagonal_mask(N, M, k, Ops.CMPLE).cast(dtypes.to_dtype(dtype) if dtype is not None else dtypes.default_float()))
+  dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.default_float()
+  return Array(_diagonal_mask(N, M, k, Ops.CMPLE).cast(dt))
 
 def _triangle(m, k: int, lower: bool, name: str) -> Array:
   a = asarray(m)

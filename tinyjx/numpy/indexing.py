@@ -24,8 +24,9 @@ from tinyjx.uop import UOp, Ops
 from tinyjx.numpy import core
 from tinyjx.numpy.core import asarray, normalize_axis
 
-__all__ = ['_getitem', '_IndexUpdateHelper', 'take', 'take_along_axis', 'put_along_axis', 'sort', 'argsort', 'lexsort', 'nonzero', 'argwhere',
-           'flatnonzero', 'searchsorted', 'diagonal', 'diag', 'trace', 'unique', 'unravel_index']
+__all__ = ['_getitem', '_IndexUpdateHelper', 'take', 'take_along_axis', 'put_along_axis', 'sort', 'argsort',
+           'lexsort', 'nonzero', 'argwhere', 'flatnonzero', 'searchsorted', 'diagonal', 'diag', 'trace', 'unique',
+           'unravel_index']
 
 SUPPORTED = ("integers, slices, None (jnp.newaxis), Ellipsis (...), integer arrays or lists of integers, "
              "and concrete boolean arrays")
@@ -65,7 +66,8 @@ def _classify(e, k: int) -> tuple:
     if kind in 'iu': return ('adv', e)
     raise TypeError(f"index {k}: indexer must have integer or boolean type, got an array of {e.dtype}; "
                     f"supported indices are {SUPPORTED}")
-  if isinstance(e, str): raise TypeError(f"index {k}: string index {e!r} is not supported; supported indices are {SUPPORTED}")
+  if isinstance(e, str):
+    raise TypeError(f"index {k}: string index {e!r} is not supported; supported indices are {SUPPORTED}")
   raise TypeError(f"index {k}: {type(e).__name__} {e!r} is not a supported index; supported indices are {SUPPORTED}")
 
 def _sequence_index(e, k: int):
@@ -74,7 +76,8 @@ def _sequence_index(e, k: int):
   arr = np.asarray(e)
   if arr.size == 0: return arr.astype(np.int32)
   if arr.dtype.kind not in 'iub':
-    raise TypeError(f"index {k}: the sequence {e!r} is not a list of integers or booleans; supported indices are {SUPPORTED}")
+    raise TypeError(f"index {k}: the sequence {e!r} is not a list of integers or booleans; "
+                    f"supported indices are {SUPPORTED}")
   return arr
 
 def _leaves(seq):
@@ -198,7 +201,8 @@ def broadcast_uop(u: UOp, shape: tuple) -> UOp:
 def shape_tuple(shape, name: str = "shape") -> tuple:
   """A shape argument (an int or a sequence of ints) as a tuple of non-negative ints."""
   try:
-    shape = (operator.index(shape),) if not isinstance(shape, (tuple, list)) else tuple(operator.index(s) for s in shape)
+    if not isinstance(shape, (tuple, list)): shape = (shape,)
+    shape = tuple(operator.index(s) for s in shape)
   except TypeError:
     raise TypeError(f"{name} must be an int or a sequence of ints, got {shape!r}") from None
   if any(s < 0 for s in shape): raise ValueError(f"{name} {shape} has a negative dimension")
@@ -218,7 +222,8 @@ def _gather(u: UOp, adv: list, adjacent: bool, mode: str, fill_value) -> UOp:
   rest = [a for a in range(u.ndim) if a not in axes]
   total = math.prod(sizes)
   if total == 0 and math.prod(bshape) > 0 and mode != 'fill':
-    raise IndexError(f"cannot take indices {bshape} from axes of size {tuple(sizes)}: an axis of size 0 has no elements")
+    raise IndexError(f"cannot take indices of shape {bshape} from axes of size {tuple(sizes)}: "
+                     "an axis of size 0 has no elements")
   flat, valid = _flat_index(arrs, sizes, mode)
   data = u.permute(axes + rest).reshape((total,) + tuple(u.shape[a] for a in rest))
   if mode == 'fill':
@@ -525,7 +530,8 @@ def _nonzero_sized(a: Array, size: int, fill_value) -> tuple:
   flat = scatter(core.zeros((size,), dtypes.int32), slot, iota, 'set')
   filled = core.less(Array(UOp(Ops.IOTA, dtypes.int32, (), ((size,), 0))), core.sum(mask, dtype=dtypes.int32))
   fills = fill_value if isinstance(fill_value, (tuple, list)) else [0 if fill_value is None else fill_value] * a.ndim
-  if len(fills) != a.ndim: raise ValueError(f"nonzero: fill_value has {len(fills)} entries for an array of ndim {a.ndim}")
+  if len(fills) != a.ndim:
+    raise ValueError(f"nonzero: fill_value has {len(fills)} entries for an array of ndim {a.ndim}")
   coords = []
   for n, st, f in zip(a.shape, _strides(list(a.shape)), fills):
     c = core.floor_divide(flat, st) if st != 1 else flat

@@ -77,7 +77,8 @@ def _matmul_uop(au: UOp, bu: UOp, ashape: tuple, bshape: tuple) -> UOp:
   try:
     batch = core.broadcast_shapes(ba, bb)
   except ValueError:
-    raise ValueError(f"matmul: the batch axes of shapes {ashape} and {bshape} do not broadcast ({ba} and {bb})") from None
+    raise ValueError(f"matmul: the batch axes of shapes {ashape} and {bshape} do not broadcast "
+                     f"({ba} and {bb})") from None
   au, bu = au.broadcast_to(batch + au.shape[-2:]), bu.broadcast_to(batch + bu.shape[-2:])
   nb = len(batch)
   return dot_general_uop(au, bu, ((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))))
@@ -125,7 +126,8 @@ def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None) -> A
   (a, b), weak = _promoted(a, b, preferred=preferred_element_type)
   if isinstance(axes, int):
     if not 0 <= axes <= builtins.min(a.ndim, b.ndim):
-      raise ValueError(f"tensordot: axes={axes} must be between 0 and the smaller ndim of shapes {a.shape} and {b.shape}")
+      raise ValueError(f"tensordot: axes={axes} must be between 0 and the smaller ndim of shapes {a.shape} "
+                       f"and {b.shape}")
     ca, cb = tuple(range(a.ndim - axes, a.ndim)), tuple(range(axes))
   else:
     if len(axes) != 2: raise ValueError(f"tensordot: axes must be an int or a pair of axis lists, got {axes!r}")
@@ -151,7 +153,8 @@ def cross(a, b, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis=None) ->
   a, b = _to_last(a, axisa, 'axisa'), _to_last(b, axisb, 'axisb')
   n, m = a.shape[-1], b.shape[-1]
   if n not in (2, 3) or m not in (2, 3):
-    raise ValueError(f"cross: vectors must have 2 or 3 components, got shapes {a.shape} and {b.shape} on the given axes")
+    raise ValueError(f"cross: vectors must have 2 or 3 components, got shapes {a.shape} and {b.shape} "
+                     "on the given axes")
   comp = lambda v, i: index(v, (Ellipsis, i)) if i < v.shape[-1] else core.zeros(v.shape[:-1], v.dtype)
   (a0, a1, a2), (b0, b1, b2) = [comp(a, i) for i in range(3)], [comp(b, i) for i in range(3)]
   det2 = lambda p, q, r, s: core.subtract(core.multiply(p, q), core.multiply(r, s))
@@ -217,7 +220,8 @@ def _expand_term(term: str, ndim: int, k: int) -> list:
     return list(term)
   n_ell = ndim - len(letters)
   if n_ell < 0:
-    raise ValueError(f"einsum: operand {k} has {ndim} dimensions but its subscripts {term!r} name {len(letters)} besides '...'")
+    raise ValueError(f"einsum: operand {k} has {ndim} dimensions but its subscripts {term!r} name "
+                     f"{len(letters)} besides '...'")
   pre, post = term.split('...')
   return list(pre) + [('...', i) for i in reversed(range(n_ell))] + list(post)
 
@@ -240,7 +244,8 @@ def _parse_subscripts(subscripts: str, ndims: list) -> tuple[list, list]:
   known = {l for ls in ins for l in ls}
   for c in outl:
     if outl.count(c) > 1: raise ValueError(f"einsum: output subscript {c!r} appears more than once in {rhs!r}")
-    if c not in known: raise ValueError(f"einsum: output subscript {c!r} does not appear in any input of {subscripts!r}")
+    if c not in known:
+      raise ValueError(f"einsum: output subscript {c!r} does not appear in any input of {subscripts!r}")
   return ins, outl
 
 def _label_name(l) -> str: return repr(l) if isinstance(l, str) else f"'...' axis {l[1]}"
@@ -300,7 +305,8 @@ def vector_norm(x, /, *, axis=None, keepdims: bool = False, ord=2) -> Array:
   if ord == -math.inf: return core.min(a, axes, keepdims=keepdims)
   if ord == 0: return core.sum(core.astype(core.not_equal(x, 0), x.dtype), axes, keepdims=keepdims)
   if ord == 1: return core.sum(a, axes, keepdims=keepdims)
-  if isinstance(ord, str): raise ValueError(f"norm: ord={ord!r} is not a vector norm; use 2, 1, inf, -inf, 0 or a number")
+  if isinstance(ord, str):
+    raise ValueError(f"norm: ord={ord!r} is not a vector norm; use 2, 1, inf, -inf, 0 or a number")
   return core.power(core.sum(core.power(a, float(ord)), axes, keepdims=keepdims), 1.0 / float(ord))
 
 def matrix_norm(x, /, *, keepdims: bool = False, ord='fro') -> Array:
@@ -320,7 +326,8 @@ def norm(x, ord=None, axis=None, keepdims: bool = False) -> Array:
       out = core.sqrt(core.sum(core.multiply(x, x)))
       return Array(out.uop.reshape((1,) * x.ndim)) if keepdims else out
     if x.ndim not in (1, 2):
-      raise ValueError(f"norm: ord={ord!r} needs axis= for an array of ndim {x.ndim} (only 1-D and 2-D arrays have a default)")
+      raise ValueError(f"norm: ord={ord!r} needs axis= for an array of ndim {x.ndim} "
+                       "(only 1-D and 2-D arrays have a default)")
     axis = tuple(range(x.ndim))
   axes = (axis,) if isinstance(axis, int) else tuple(axis)
   if len(axes) == 1: return vector_norm(x, axis=axes[0], keepdims=keepdims, ord=ord)
@@ -340,8 +347,8 @@ def _matrix_norm(x: Array, ord, axes: tuple, keepdims: bool) -> Array:
     pick = core.max if ord == math.inf else core.min
     out = pick(core.sum(a, cols, keepdims=True), rows, keepdims=True)
   elif ord in ('nuc', 2, -2):
-    raise NotImplementedError(f"norm: the matrix norm ord={ord!r} needs singular values, which tinyjx does not compute; "
-                              "use ord='fro', 1, -1, inf or -inf")
+    raise NotImplementedError(f"norm: the matrix norm ord={ord!r} needs singular values, which tinyjx does not "
+                              "compute; use ord='fro', 1, -1, inf or -inf")
   else:
     raise ValueError(f"norm: ord={ord!r} is not a matrix norm; use 'fro', 1, -1, inf or -inf")
   if keepdims: return out

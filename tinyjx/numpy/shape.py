@@ -35,7 +35,7 @@ def _iota(shape: tuple, axis: int) -> UOp: return UOp(Ops.IOTA, dtypes.int32, ()
 def _reshape_target(a: Array, shape) -> tuple:
   """`shape` with its one -1 inferred; the error names both shapes and sizes."""
   try:
-    shape = (operator.index(shape),) if not isinstance(shape, (tuple, list)) else tuple(operator.index(s) for s in shape)
+    shape = tuple(operator.index(s) for s in shape) if isinstance(shape, (tuple, list)) else (operator.index(shape),)
   except TypeError:
     raise TypeError(f"reshape: shape must be an int or a sequence of ints, got {shape!r}") from None
   if shape.count(-1) > 1: raise ValueError(f"reshape: can only specify one unknown dimension (-1), got {shape}")
@@ -209,7 +209,8 @@ def concatenate(arrays, axis=0, dtype=None) -> Array:
     raise ValueError(f"concatenate: zero-dimensional arrays cannot be concatenated (shapes "
                      f"{[a.shape for a in arrs]}); use stack, or atleast_1d first")
   if len({a.ndim for a in arrs}) != 1:
-    raise ValueError(f"concatenate: arrays must have the same number of dimensions, got shapes {[a.shape for a in arrs]}")
+    raise ValueError(f"concatenate: arrays must have the same number of dimensions, got shapes "
+                     f"{[a.shape for a in arrs]}")
   ax = normalize_axis(axis, arrs[0].ndim)
   rest = {a.shape[:ax] + a.shape[ax + 1:] for a in arrs}
   if len(rest) != 1:
@@ -313,7 +314,8 @@ def _as_pairs(x, ndim: int, name: str) -> list:
 def _pad_widths(pad_width, ndim: int) -> list[tuple[int, int]]:
   if isinstance(pad_width, Array): pad_width = np.asarray(pad_width)
   pairs = [(operator.index(lo), operator.index(hi)) for lo, hi in _as_pairs(pad_width, ndim, "pad_width")]
-  if builtins.any(v < 0 for p in pairs for v in p): raise ValueError(f"pad: pad_width {pad_width!r} has a negative width")
+  if builtins.any(v < 0 for p in pairs for v in p):
+    raise ValueError(f"pad: pad_width {pad_width!r} has a negative width")
   return pairs
 
 def _pad_constant(a: Array, widths, constant_values) -> Array:
@@ -350,7 +352,8 @@ def _periodic_window(period: UOp, axis: int, start: int, length: int) -> UOp:
   return _tile_axis(period, axis, reps).shrink(_axis_bounds(period.shape[:axis] + (reps * p,) + period.shape[axis + 1:],
                                                             axis, s0, s0 + length))
 
-def _slice_axis(u: UOp, axis: int, start: int, stop: int) -> UOp: return u.shrink(_axis_bounds(u.shape, axis, start, stop))
+def _slice_axis(u: UOp, axis: int, start: int, stop: int) -> UOp:
+  return u.shrink(_axis_bounds(u.shape, axis, start, stop))
 
 def _pad_axis(u: UOp, axis: int, lo: int, hi: int, mode: str) -> UOp:
   n = u.shape[axis]
@@ -379,8 +382,10 @@ def pad(array, pad_width, mode: str = 'constant', **kwargs) -> Array:
   widths = _pad_widths(pad_width, a.ndim)
   if mode not in PAD_MODES:
     raise NotImplementedError(f"pad: mode {mode!r} is not supported; supported modes are {', '.join(PAD_MODES)}")
-  allowed = {'constant': {'constant_values'}, 'reflect': {'reflect_type'}, 'symmetric': {'reflect_type'}}.get(mode, set())
-  if set(kwargs) - allowed: raise TypeError(f"pad: unexpected keyword arguments {sorted(set(kwargs) - allowed)} for mode {mode!r}")
+  allowed = {'constant': {'constant_values'}, 'reflect': {'reflect_type'}, 'symmetric': {'reflect_type'}}
+  allowed = allowed.get(mode, set())
+  if set(kwargs) - allowed:
+    raise TypeError(f"pad: unexpected keyword arguments {sorted(set(kwargs) - allowed)} for mode {mode!r}")
   if kwargs.get('reflect_type', 'even') != 'even':
     raise NotImplementedError(f"pad: reflect_type={kwargs['reflect_type']!r} is not supported, only 'even'")
   if mode in ('constant', 'empty'): return _pad_constant(a, widths, kwargs.get('constant_values', 0))
@@ -471,7 +476,8 @@ def roll(a, shift, axis=None) -> Array:
   """
   a = asarray(a)
   if axis is None: return reshape(roll(ravel(a), shift, 0), a.shape)
-  shifts = np.asarray(shift if not isinstance(shift, Array) else shift._numpy("jnp.roll with an array shift")).reshape(-1)
+  if isinstance(shift, Array): shift = shift._numpy("jnp.roll with an array shift (it must be concrete)")
+  shifts = np.asarray(shift).reshape(-1)
   axes = np.asarray(axis).reshape(-1)
   try:
     shifts, axes = np.broadcast_arrays(shifts, axes)

@@ -18,7 +18,7 @@ Rule contracts (docs/internals.md):
 - a rule emits only ops that have rules in every table (closure), so the transforms compose.
 
 Ops whose derivative JAX defines as the derivative of a composition (reduce_prod, cumprod, cummax, cummin)
-differentiate the same composition here (`decomposed_rules`), so values, zeros and ties match JAX.
+differentiate the same composition here (`decomposed_vjp`/`decomposed_jvp`), so values, zeros and ties match JAX.
 """
 from __future__ import annotations
 import collections, functools, math
@@ -57,13 +57,15 @@ class E:
 
 def where(c: UOp, a, b, like: UOp) -> UOp:
   """WHERE(c, a, b) where `a`/`b` may be Python numbers (constants shaped like `like`)."""
-  lift = lambda v: v.u if isinstance(v, E) else (v if isinstance(v, UOp) else UOp.const(v, like.dtype, like.shape))
-  return UOp(Ops.WHERE, like.dtype, (c, lift(a), lift(b)))
+  shaped = E(like)
+  return UOp(Ops.WHERE, like.dtype, (c, shaped.lift(a), shaped.lift(b)))
 
 def zeros(shape, dtype) -> UOp: return UOp.const(0, dtype, shape)
 def add(a: UOp | None, b: UOp | None) -> UOp | None:
   """Sum of two cotangents where None means zero."""
-  return b if a is None else a if b is None else UOp(Ops.ADD, a.dtype, (a, b))
+  if a is None: return b
+  if b is None: return a
+  return UOp(Ops.ADD, a.dtype, (a, b))
 def keep_dims(u: UOp, axes, shape) -> UOp:
   """`u` reduced over `axes` of `shape`, reshaped so that it broadcasts against `shape` again."""
   return u.reshape(tuple(1 if i in axes else s for i, s in enumerate(shape)))
@@ -284,7 +286,7 @@ MOVEMENT_VJPS = {
   Ops.FLIP: lambda ct, node: (ct.flip(node.arg),),
 }
 def linear_jvp(node, ts):
-  """The tangent goes through the same linear op (movement ops, cumsum's other direction aside)."""
+  """Movement ops are linear: the tangent goes through the same op."""
   return UOp(node.op, ts[0].dtype, (ts[0],), node.arg)
 
 # ---------------------------------------------------------------- dot_general
@@ -395,13 +397,18 @@ def scatter_jvp(node, ts):
   x, idx, upd = node.src
   tx = ts[0] if ts[0] is not None else zeros(x.shape, x.dtype)
   tu = ts[2] if ts[2] is not None else zeros(upd.shape, upd.dtype)
-  if node.arg in ('add', 'set'): return scatter(tx, idx, tu, node.arg)
+  if node.arg == 'add': return scatter(tx, idx, tu, 'add')
+  if node.arg == 'set':   # the winners found by id, so the tangent follows the value whatever order a device uses
+    kept = where(overwritten(node), 0, tx, tx)
+    won = scatter(zeros(x.shape, x.dtype), idx, where(set_winners(node), tu, 0, upd), 'add')
+    return UOp(Ops.ADD, x.dtype, (kept, won))
   if node.arg == 'mul':
     from_x = (E(tx) * scatter(UOp.const(1, x.dtype, x.shape), idx, upd, 'mul')).u
     from_u = scatter(zeros(x.shape, x.dtype), idx, where(landed(node), (E(tu) * others_product(node)).u, 0, upd), 'add')
     return UOp(Ops.ADD, x.dtype, (from_x, from_u))
   won, kept, share = extremal_shares(node)
-  total = UOp(Ops.ADD, x.dtype, (where(kept, tx, 0, x), scatter(zeros(x.shape, x.dtype), idx, where(won, tu, 0, upd), 'add')))
+  from_u = scatter(zeros(x.shape, x.dtype), idx, where(won, tu, 0, upd), 'add')
+  total = UOp(Ops.ADD, x.dtype, (where(kept, tx, 0, x), from_u))
   return (E(total) * share).u
 
 # ---------------------------------------------------------------- multi-output nodes, tags, stop_gradient
@@ -501,8 +508,6 @@ def forward_pass(outs, tags, tangents) -> list:
     if rule is None:
       raise NotImplementedError(f"forward-mode differentiation (jvp) of {node.op.name} is not implemented: "
                                 "tinyjx.transforms.ad.jvp_rules has no rule for it")
-    for s, t in zip(node.src, ts):
-      if isinstance(t, Exception): raise t
     out = rule(node, ts)
     if out is not None: tan[node] = out
   return [tan.get(o) for o in outs]
@@ -639,10 +644,13 @@ def split_args(fun, args: tuple, kwargs: dict, argnums, name: str):
     return fun(*full, **kwargs)
   return tuple(args[i] for i in nums), f_diff, diff_paths
 
-def check_float_inputs(tape: Tape, paths, name: str, allow_int: bool) -> None:
-  for a, p in zip(tape.ins, paths):
-    if not is_float(a.dtype) and not allow_int:
-      raise TypeError(f"{name} requires real-valued (float) inputs, but argument {p} is {aval_text(a.uop)}. "
+def check_float_inputs(diff: tuple, paths, name: str, allow_int: bool) -> None:
+  """Differentiated arguments must be floats (before `fun` runs, so the error names the argument)."""
+  for x, p in zip(tree_util.tree_leaves(diff), paths):
+    shape, dt, _ = tracing.aval_of(x, p)
+    if not is_float(dt) and not allow_int:
+      raise TypeError(f"{name} requires real-valued (float) inputs, but argument {p} is "
+                      f"{dt.short}[{','.join(map(str, shape))}]. "
                       f"Differentiate with respect to float inputs (e.g. {p}.astype(jnp.float32)), use vjp, or pass "
                       f"allow_int=True to get zero gradients for integer inputs")
 
@@ -658,8 +666,8 @@ def realize_together(arrays: list) -> None:
 def gradient(fun, args, kwargs, argnums, has_aux, allow_int, name):
   """The shared core of grad and value_and_grad: (value, aux, gradient pytree)."""
   diff, f_diff, paths = split_args(fun, args, kwargs, argnums, "grad")
+  check_float_inputs(diff, paths, "grad", allow_int)
   tape = Tape(f_diff, diff, has_aux, name, paths)
-  check_float_inputs(tape, paths, "grad", allow_int)
   if len(tape.outs) != 1 or not tree_util.treedef_is_leaf(tape.out_tree):
     raise TypeError(f"grad requires the function to return one scalar array, got {tape.out_tree}; "
                     "use jacrev or vjp for functions with several or non-scalar outputs")
@@ -821,8 +829,8 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
   def jac_f(*args, **kwargs):
     from tinyjx.transforms.batching import vmap
     diff, f_diff, paths = split_args(fun, args, kwargs, argnums, "jacrev")
+    check_float_inputs(diff, paths, "jacrev", allow_int)
     tape = Tape(f_diff, diff, has_aux, name, paths)
-    check_float_inputs(tape, paths, "jacrev", allow_int)
     avals = [(o.shape, o.dtype) for o in tape.outs]
     cts = vmap(lambda *c: tape.pullback([x.uop for x in c]))(*[Array(b) for b in standard_basis(avals)])
     sizes = [math.prod(s) for s, _ in avals]
@@ -848,8 +856,8 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
   def jac_f(*args, **kwargs):
     from tinyjx.transforms.batching import vmap
     diff, f_diff, paths = split_args(fun, args, kwargs, argnums, "jacfwd")
+    check_float_inputs(diff, paths, "jacfwd", False)
     tape = Tape(f_diff, diff, has_aux, name, paths)
-    check_float_inputs(tape, paths, "jacfwd", False)
     avals = [(a.shape, a.dtype) for a in tape.ins]
     touts = vmap(lambda *t: tape.pushforward([x.uop for x in t]))(*[Array(b) for b in standard_basis(avals)])
     sizes = [math.prod(s) for s, _ in avals]

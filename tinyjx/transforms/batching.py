@@ -227,6 +227,11 @@ def batch_node(node: UOp, srcs: list, bdims: list) -> tuple:
   new, bdim = rule(node, srcs, bdims)
   return new, (bdim if is_batched(bdim) else None)
 
+def acts_on_current_axis(node: UOp) -> bool:
+  """A collective over the axis being mapped now needs its rule even when its operand is not batched: psum(c, 'i')
+  is size * c, and axis_index has no operand at all."""
+  return node.op in GroupOp.Collective and bool(axis_stack) and node.arg[0] == axis_stack[-1][0]
+
 def batch_graph(outs, params, batched_params, in_dims) -> tuple[list, list]:
   """Rewrite the graph of `outs`: `params` become `batched_params` (batch axis at `in_dims`), every node that
   depends on them goes through its batch rule. Returns the new outputs and their batch axes (None: unbatched)."""
@@ -235,7 +240,7 @@ def batch_graph(outs, params, batched_params, in_dims) -> tuple[list, list]:
     if node in env: continue
     pairs = [env[s] for s in node.src]
     srcs, bdims = [p[0] for p in pairs], [p[1] for p in pairs]
-    if any(is_batched(b) for b in bdims): env[node] = batch_node(node, srcs, bdims)
+    if any(is_batched(b) for b in bdims) or acts_on_current_axis(node): env[node] = batch_node(node, srcs, bdims)
     else: env[node] = (node if tuple(srcs) == node.src else node.replace(src=tuple(srcs)), None)
   return [env[o][0] for o in outs], [env[o][1] for o in outs]
 
@@ -259,6 +264,17 @@ def batch_jaxpr(jaxpr, in_dims: tuple, size: int) -> tuple[list, list, list]:
   _cache[key] = (params, outs, out_bdims)
   if len(_cache) > CACHE_SIZE: _cache.popitem(last=False)
   return params, outs, out_bdims
+
+def batch_sub(jaxpr: Jaxpr, in_dims, size: int, force=None) -> tuple[Jaxpr, list]:
+  """`jaxpr` with inputs batched at `in_dims` (None: unbatched); each batched output gets its batch axis at 0,
+  and outputs marked in `force` are broadcast to have one. Returns the jaxpr and which outputs are batched."""
+  tid = fresh_id()
+  params = [UOp(Ops.PARAM, p.dtype, (), (i, p.shape if d is None else p.shape[:d] + (size,) + p.shape[d:], tid))
+            for i, (p, d) in enumerate(zip(jaxpr.params, in_dims))]
+  outs, bdims = batch_graph(jaxpr.outs, jaxpr.params, params, in_dims)
+  batched = [b is not None or bool(force and force[i]) for i, b in enumerate(bdims)]
+  outs = [match_axis(u, b, 0, size) if want else u for u, b, want in zip(outs, bdims, batched)]
+  return tracing.Jaxpr(params, outs, out_weak=jaxpr.out_weak, name=f"vmap({jaxpr.name})"), batched
 
 # ---------------------------------------------------------------- in_axes / out_axes as pytree prefixes
 

@@ -13,12 +13,14 @@ sees them as ordinary sources. Node layouts (sources, then what `arg` holds):
                                              and direction; outputs are the final carry then the stacked ys
 
 The index of a COND is int32 and already clamped into range. Loops run as loops wherever they execute: the
-PYTHON device steps through them here, compiled devices run them as runtime steps; nothing is unrolled at trace
-time. Reverse mode works for COND and SCAN (a forward scan stacks the carries, a reverse scan runs the body's
-vjp over them); WHILE has forward mode only, as in JAX.
+PYTHON device steps through them here (`python_rules`), compiled devices run them as runtime steps (`CondStep`,
+`WhileStep`, `ScanStep` in `tinyjx.lower.runtime.step_rules`) whose sub-jaxprs are compiled once, when the
+enclosing program is lowered; nothing is unrolled at trace time. Reverse mode works for COND and SCAN (a
+forward scan stacks the carries, a reverse scan runs the body's vjp over them); WHILE has forward mode only,
+as in JAX.
 """
 from __future__ import annotations
-import functools, hashlib, sys
+import functools, hashlib
 from dataclasses import dataclass
 import numpy as np
 from tinyjx import dtypes, tree_util, tracing
@@ -27,6 +29,7 @@ from tinyjx.tracing import Jaxpr
 from tinyjx.uop import UOp, Ops, toposort, substitute, fresh_id
 from tinyjx.devices import python as pydev
 from tinyjx.transforms import ad, batching
+from tinyjx.lower import runtime
 import tinyjx.numpy as jnp
 from tinyjx.numpy.core import normalize_axis
 
@@ -86,7 +89,6 @@ class ScanArg(SubJaxprs):
 
 def bind(op: Ops, arg: SubJaxprs, srcs) -> list[UOp]:
   """A multi-output node and one GETITEM per output."""
-  register_steps()
   dt = arg.out_avals[0][1] if arg.out_avals else dtypes.bool_
   node = UOp(op, dt, tuple(srcs), arg)
   return [UOp(Ops.GETITEM, d, (node,), i) for i, (_, d) in enumerate(arg.out_avals)]
@@ -221,7 +223,8 @@ def branch_mismatch(name: str, labels, jaxprs) -> None:
     for path, a, b in zip(paths, first.outs, j.outs):
       if (a.shape, a.dtype) != (b.shape, b.dtype):
         raise TypeError(f"{name}: branches must return the same shapes and dtypes, but at {path} {labels[0]} "
-                        f"returned {aval_text((a.shape, a.dtype))} and {label} returned {aval_text((b.shape, b.dtype))}")
+                        f"returned {aval_text((a.shape, a.dtype))} and {label} returned "
+                        f"{aval_text((b.shape, b.dtype))}")
 
 def cond_of(index: Array, funs, operands, labels, name: str):
   arrs, treedef, paths, avals = flat_operands(operands, "operands")
@@ -290,8 +293,8 @@ def while_loop(cond_fun, body_fun, init_val):
 def static_int(x):
   """The value of a concrete integer scalar (Python int or concrete Array), else None."""
   if isinstance(x, (int, np.integer)) and not isinstance(x, bool): return int(x)
-  if isinstance(x, Array) and x.shape == () and dtypes.is_int(x.dtype) and x.uop.is_concrete and 'TAG' not in x.uop.flags:
-    return int(x)
+  concrete = isinstance(x, Array) and x.uop.is_concrete and 'TAG' not in x.uop.flags
+  if concrete and x.shape == () and dtypes.is_int(x.dtype): return int(x)
   return None
 
 def fori_loop(lower, upper, body_fun, init_val, unroll=None):
@@ -333,7 +336,9 @@ def split_pair(out):
 def scan_length(xs_arrs, xs_paths, length) -> int:
   sizes = {}
   for a, p in zip(xs_arrs, xs_paths):
-    if a.ndim == 0: raise ValueError(f"scan: {p} is a scalar ({aval_text((a.shape, a.dtype))}); xs leaves need a leading axis to scan over")
+    if a.ndim == 0:
+      raise ValueError(f"scan: {p} is a scalar ({aval_text((a.shape, a.dtype))}); xs leaves need a leading axis "
+                       "to scan over")
     sizes.setdefault(a.shape[0], p)
   if length is not None:
     length = int(length)
@@ -378,12 +383,25 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
 
 def map(f, xs, batch_size=None):  # noqa: A001 - lax's name
   """`f` applied to each slice of `xs` along its leading axis, stacked (as `jax.lax.map`): a scan without carry.
+  With `batch_size`, each step applies `vmap(f)` to that many slices (the remainder in one last vmap).
 
   >>> import tinyjx.numpy as jnp
   >>> map(lambda x: x * 2, jnp.arange(3.0)).tolist()
   [0.0, 2.0, 4.0]
   """
-  return scan(lambda c, x: (c, f(x)), (), xs)[1]
+  if batch_size is None: return scan(lambda c, x: (c, f(x)), (), xs)[1]
+  arrs, tree, paths, _ = flat_operands(xs, "xs")
+  n, b = scan_length(arrs, paths, None), int(batch_size)
+  if b < 1: raise ValueError(f"map: batch_size must be a positive int, got {batch_size!r}")
+  steps, rest = divmod(n, b)
+  head = [Array(a.uop.shrink(((0, steps * b),) + tuple((0, s) for s in a.shape[1:]))
+                .reshape((steps, b) + a.shape[1:]), a.weak) for a in arrs]
+  ys = scan(lambda c, x: (c, batching.vmap(f)(tree_util.tree_unflatten(tree, x))), (), head)[1]
+  ys = tree_util.tree_map(lambda y: Array(y.uop.reshape((steps * b,) + y.shape[2:]), y.weak), ys)
+  if not rest: return ys
+  tail = [Array(a.uop.shrink(((steps * b, n),) + tuple((0, s) for s in a.shape[1:])), a.weak) for a in arrs]
+  last = batching.vmap(f)(tree_util.tree_unflatten(tree, tail))
+  return tree_util.tree_map(lambda y, z: jnp.concatenate([y, z]), ys, last)
 
 # ---------------------------------------------------------------- the dynamic slices
 
@@ -573,10 +591,6 @@ pydev.python_rules.update({Ops.COND: cond_python, Ops.WHILE: while_python, Ops.S
 def float_mask(srcs, ts) -> tuple:
   return tuple(t is not None and dtypes.is_float(s.dtype) for s, t in zip(srcs, ts))
 
-def reorder(jaxpr: Jaxpr, param_order, outs, name: str) -> Jaxpr:
-  """A jaxpr over `jaxpr`'s params in `param_order` (indices), computing `outs` (nodes of `jaxpr`'s graph)."""
-  return with_params([jaxpr.params[i] for i in param_order], outs, name)
-
 def tangent_or_zero(t, s: UOp) -> UOp: return t if t is not None else UOp.const(0, s.dtype, s.shape)
 
 def cond_jvp(node, ts):
@@ -590,19 +604,23 @@ def cond_jvp(node, ts):
   outs = bind(Ops.COND, CondArg(branches, tavals), (node.src[0],) + ops + tuple(t for t, m in zip(t_ops, mask) if m))
   return tuple(o if dtypes.is_float(o.dtype) else None for o in outs)
 
-def carried_jvp(body: Jaxpr, n_carry: int, n_in: int, mask: tuple, n_out_carry: int):
-  """The jvp of a loop body as (params in order, outputs): params are [carry, carry tangents, rest, rest
-  tangents] and outputs [carry, carry tangents, other outputs, their float tangents], where `mask` says which
-  of the body's inputs (carry first, `n_in` in all) get a tangent."""
+def carried_jvp(body: Jaxpr, groups: tuple, mask: tuple, n_out_carry: int) -> Jaxpr:
+  """The jvp of a loop body with each group of inputs (sizes `groups`: carry, then xs or consts ...) followed by
+  the tangents of its inputs where `mask`; outputs are [carry, carry tangents, other outputs, their float
+  tangents]. A loop carries (value, tangent) pairs this way and still reads its carry first."""
   j = ad.jvp_jaxpr(body, mask)
+  n_in = len(mask)
   tan_pos = {i: n_in + k for k, i in enumerate(i for i in range(n_in) if mask[i])}
-  order = list(range(n_carry)) + [tan_pos[i] for i in range(n_carry) if mask[i]] + \
-          list(range(n_carry, n_in)) + [tan_pos[i] for i in range(n_carry, n_in) if mask[i]]
+  order, start = [], 0
+  for size in groups:
+    ids = range(start, start + size)
+    order += list(ids) + [tan_pos[i] for i in ids if mask[i]]
+    start += size
   nout = len(body.outs)
   prim, tans = j.outs[:nout], j.outs[nout:]
   outs = list(prim[:n_out_carry]) + [tans[i] for i in range(n_out_carry) if mask[i]] + list(prim[n_out_carry:]) + \
          [tans[i] for i in range(n_out_carry, nout) if dtypes.is_float(prim[i].dtype)]
-  return reorder(j, order, outs, f"jvp({body.name})")
+  return with_params([j.params[i] for i in order], outs, f"jvp({body.name})")
 
 def while_jvp(node, ts):
   a = node.arg
@@ -612,7 +630,7 @@ def while_jvp(node, ts):
   if not any(float_mask(carry, t_carry) + float_mask(bconsts, t_b)): return None
   cmask = tuple(dtypes.is_float(s.dtype) for s in carry)      # every float carry carries a tangent
   bmask = float_mask(bconsts, t_b)
-  body = carried_jvp(a.body, nc, nc + len(bconsts), cmask + bmask, nc)
+  body = carried_jvp(a.body, (nc, len(bconsts)), cmask + bmask, nc)
   ntc = sum(cmask)
   cond_params = list(a.cond.params)
   ignored = [UOp(Ops.PARAM, s.dtype, (), (0, s.shape, fresh_id())) for s, m in zip(carry, cmask) if m]
@@ -633,15 +651,8 @@ def scan_jvp(node, ts):
   xmask, kmask = float_mask(xs, t_xs), float_mask(consts, t_k)
   if not any(float_mask(carry, t_carry) + xmask + kmask): return None
   cmask = tuple(dtypes.is_float(s.dtype) for s in carry)
-  n_in = nc + nx + len(consts)
-  # carried_jvp orders inputs as [carry, carry tangents, xs + consts, their tangents]: put x tangents before consts
-  j = carried_jvp(a.body, nc, n_in, cmask + xmask + kmask, nc)
+  body = carried_jvp(a.body, (nc, nx, len(consts)), cmask + xmask + kmask, nc)
   ntc, ntx = sum(cmask), sum(xmask)
-  base = nc + ntc
-  order = list(range(base)) + list(range(base, base + nx)) + \
-          list(range(base + nx + len(consts), base + nx + len(consts) + ntx)) + \
-          list(range(base + nx, base + nx + len(consts))) + list(range(base + nx + len(consts) + ntx, len(j.params)))
-  body = reorder(j, order, j.outs, j.name)
   y_avals = a.out_avals[nc:]
   ty_avals = tuple(av for av in y_avals if dtypes.is_float(av[1]))
   avals = a.out_avals[:nc] + tuple(av for av, m in zip(a.out_avals[:nc], cmask) if m) + y_avals + ty_avals
@@ -724,17 +735,6 @@ ad.vjp_rules.update({Ops.COND: cond_vjp, Ops.WHILE: while_vjp, Ops.SCAN: scan_vj
 
 # ---------------------------------------------------------------- batching
 
-def batch_sub(jaxpr: Jaxpr, in_dims, size: int, force=None) -> tuple[Jaxpr, list]:
-  """`jaxpr` with inputs batched at `in_dims` (None: unbatched); each batched output gets its batch axis at 0,
-  and outputs marked in `force` are broadcast to have one. Returns the jaxpr and which outputs are batched."""
-  tid = fresh_id()
-  params = [UOp(Ops.PARAM, p.dtype, (), (i, p.shape if d is None else p.shape[:d] + (size,) + p.shape[d:], tid))
-            for i, (p, d) in enumerate(zip(jaxpr.params, in_dims))]
-  outs, bdims = batching.batch_graph(jaxpr.outs, jaxpr.params, params, in_dims)
-  batched = [b is not None or bool(force and force[i]) for i, b in enumerate(bdims)]
-  outs = [batching.match_axis(u, b, 0, size) if want else u for u, b, want in zip(outs, bdims, batched)]
-  return Jaxpr(params, outs, out_weak=jaxpr.out_weak, name=f"vmap({jaxpr.name})"), batched
-
 def batched_avals(avals, batched, size: int, axis: int = 0) -> tuple:
   return tuple((s[:axis] + (size,) + s[axis:] if b else s, d) for (s, d), b in zip(avals, batched))
 
@@ -743,8 +743,8 @@ def cond_batch(node, srcs, bdims):
   index, ops, ib, obd = srcs[0], srcs[1:], bdims[0], bdims[1:]
   branches = node.arg.jaxprs
   if ib is not None: return select_branches(node, index, ib, ops, obd, size)
-  force = [any(f) for f in zip(*[batch_sub(b, obd, size)[1] for b in branches])]
-  new = tuple(batch_sub(b, obd, size, force)[0] for b in branches)
+  force = [any(f) for f in zip(*[batching.batch_sub(b, obd, size)[1] for b in branches])]
+  new = tuple(batching.batch_sub(b, obd, size, force)[0] for b in branches)
   outs = UOp(Ops.COND, node.dtype, (index,) + tuple(ops), CondArg(new, batched_avals(node.arg.out_avals, force, size)))
   return outs, tuple(0 if f else None for f in force)
 
@@ -769,7 +769,7 @@ def select_branches(node, index, ib, ops, obd, size):
 def settle_carry(body: Jaxpr, carry_b: list, rest_dims: list, size: int) -> list:
   """Which carries must be batched: those batched going in, plus any the body makes batched, to a fixed point."""
   while True:
-    _, out_b = batch_sub(body, [0 if b else None for b in carry_b] + rest_dims, size)
+    _, out_b = batching.batch_sub(body, [0 if b else None for b in carry_b] + rest_dims, size)
     new = [b or o for b, o in zip(carry_b, out_b[:len(carry_b)])]
     if new == carry_b: return carry_b
     carry_b = new
@@ -780,11 +780,11 @@ def while_batch(node, srcs, bdims):
   size = batching.batch_size(srcs, bdims)
   cc_dims, bc_dims = list(bdims[nc:nc + ncc]), list(bdims[nc + ncc:])
   carry_b = settle_carry(a.body, [b is not None for b in bdims[:nc]], bc_dims, size)
-  _, pred_b = batch_sub(a.cond, [0 if b else None for b in carry_b] + cc_dims, size)
+  _, pred_b = batching.batch_sub(a.cond, [0 if b else None for b in carry_b] + cc_dims, size)
   if pred_b[0]: carry_b = [True] * nc     # lanes finish at different steps: every carry needs its own lane
   cdims = [0 if b else None for b in carry_b]
-  condj, _ = batch_sub(a.cond, cdims + cc_dims, size)
-  body, _ = batch_sub(a.body, cdims + bc_dims, size, carry_b)
+  condj, _ = batching.batch_sub(a.cond, cdims + cc_dims, size)
+  body, _ = batching.batch_sub(a.body, cdims + bc_dims, size, carry_b)
   carry = [batching.match_axis(s, d, 0, size) if b else s for s, d, b in zip(srcs[:nc], bdims[:nc], carry_b)]
   consts = list(srcs[nc:])
   if pred_b[0]: condj, body, consts, ncc = lanewise_loop(condj, body, nc, ncc, consts)
@@ -814,7 +814,7 @@ def scan_batch(node, srcs, bdims):
   k_dims = list(bdims[nc + nx:])
   carry_b = settle_carry(a.body, [b is not None for b in bdims[:nc]], x_dims + k_dims, size)
   cdims = [0 if b else None for b in carry_b]
-  body, out_b = batch_sub(a.body, cdims + x_dims + k_dims, size, carry_b + [False] * (len(a.body.outs) - nc))
+  body, out_b = batching.batch_sub(a.body, cdims + x_dims + k_dims, size, carry_b + [False] * (len(a.body.outs) - nc))
   carry = [batching.match_axis(s, d, 0, size) if b else s for s, d, b in zip(srcs[:nc], bdims[:nc], carry_b)]
   xs = [s if d is None else batching.moveaxis(s, d, 1) for s, d in zip(srcs[nc:nc + nx], bdims[nc:nc + nx])]
   y_b = out_b[nc:]
@@ -845,7 +845,8 @@ class LoopStep:
   def call(self, i: int, args) -> list:
     """Run sub-executable `i` on numpy arrays; returns fresh arrays."""
     params = self.node.arg.jaxprs[i].params
-    bufs = [pydev.NumpyBuffer(self.device.name, np.ascontiguousarray(a), p.dtype) for a, p in zip(args, params)]
+    bufs = [pydev.NumpyBuffer(self.device.name, np.ascontiguousarray(a).reshape(p.shape), p.dtype)
+            for a, p in zip(args, params)]
     return [b.numpy().reshape(p.shape) for b, p in zip(self.exes[i].run(bufs), self.node.arg.jaxprs[i].outs)]
 
   def __repr__(self): return f"{self.node.op.name.lower()} step ({len(self.exes)} compiled sub-programs)"
@@ -875,19 +876,7 @@ class ScanStep(LoopStep):
       for buf, y in zip(ys, out[a.n_carry:]): buf[t] = y
     return carry + ys
 
-STEPS = {Ops.COND: CondStep, Ops.WHILE: WhileStep, Ops.SCAN: ScanStep}
-_steps_registered = [False]
-
-def register_steps() -> None:
-  """Plug the runtime steps into the lowering's `step_rules` once it is loaded. The lowering sits below this module
-  but may be imported after it, so `bind` tries again until it is there (importing it here would pick the
-  compiled device as the default as a side effect)."""
-  runtime = sys.modules.get('tinyjx.lower.runtime')
-  if runtime is None or _steps_registered[0]: return
-  runtime.step_rules.update(STEPS)
-  _steps_registered[0] = True
-
-register_steps()
+runtime.step_rules.update({Ops.COND: CondStep, Ops.WHILE: WhileStep, Ops.SCAN: ScanStep})
 
 __all__ = ['cond', 'switch', 'while_loop', 'fori_loop', 'scan', 'map', 'dynamic_slice',
            'dynamic_update_slice', 'dynamic_index_in_dim', 'dynamic_slice_in_dim', 'dynamic_update_index_in_dim',

@@ -15,7 +15,13 @@ Node layout (CUSTOM_VJP, CUSTOM_JVP, CHECKPOINT):
     (indices from `arg.num_out` on) and the backward pass reuses them instead of running fwd again;
   - checkpoint: no rules; its vjp is a new CHECKPOINT node of the memoized vjp jaxpr, so the backward pass runs
     the forward again from the inputs instead of keeping intermediates.
-- A call whose inputs are all concrete and untagged runs the function directly (plain eager code).
+- A call whose inputs are all concrete and untagged runs the function directly (plain eager code); a value it
+  closes over is then differentiated through its body, not through the custom rule. Calls on traced or tagged
+  inputs are staged, and a custom rule's function closing over a value being differentiated is an error
+  (as JAX's CustomVJPException): pass such values as arguments.
+- Deliberate differences from JAX: the rules are traced when the function is called on traced or tagged
+  inputs (not lazily under differentiation), so fwd/bwd/jvp errors show up at that call; policies of
+  checkpoint are accepted and ignored (everything is recomputed).
 
 Every jaxpr has all inputs first in the order above, so a transform can map each of them the same way
 (`CallSpec.map_jaxprs`): vmap batches them all with every input and output batched on axis 0.
@@ -26,7 +32,7 @@ from tinyjx import dtypes, tree_util, tracing
 from tinyjx.array import Array
 from tinyjx.tracing import Jaxpr
 from tinyjx.uop import UOp, Ops, substitute, fresh_id
-from tinyjx.transforms import ad
+from tinyjx.transforms import ad, batching
 
 class CallSpec:
   """The static half of a custom-rule or checkpoint node: the jaxpr it evaluates and its rule jaxprs."""
@@ -49,7 +55,8 @@ class CallSpec:
   @property
   def key(self) -> str:
     if self._key is None:
-      parts = [self.kind, self.jaxpr.key, str(self.num_out), str(self.num_diff)] + [f"{n}={j.key}" for n, j in self.rules]
+      parts = [self.kind, self.jaxpr.key, str(self.num_out), str(self.num_diff)]
+      parts += [f"{n}={j.key}" for n, j in self.rules]
       self._key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
     return self._key
   def __eq__(self, other): return isinstance(other, CallSpec) and other.key == self.key
@@ -106,7 +113,8 @@ def resolve_kwargs(fun, args: tuple, kwargs: dict, what: str) -> tuple:
   bound = inspect.signature(fun).bind(*args, **kwargs)
   bound.apply_defaults()
   if bound.kwargs:
-    raise TypeError(f"{what} does not support keyword-only arguments ({', '.join(bound.kwargs)}); pass them positionally")
+    raise TypeError(f"{what} does not support keyword-only arguments ({', '.join(bound.kwargs)}); "
+                    "pass them positionally")
   return tuple(bound.args)
 
 def fun_name(f) -> str: return getattr(f, '__name__', type(f).__name__)
@@ -273,7 +281,8 @@ class custom_vjp:
     (prim, fj, bj), consts = close_over([prim, fj, bj])
     srcs = [a.uop for a in call.arrays] + consts
     under_ad = any('TAG' in s.flags for s in srcs)
-    spec = CallSpec('custom_vjp', fj if under_ad else prim, len(prim.outs), len(call.arrays), (('fwd', fj), ('bwd', bj)))
+    rules = (('fwd', fj), ('bwd', bj))
+    spec = CallSpec('custom_vjp', fj if under_ad else prim, len(prim.outs), len(call.arrays), rules)
     outs = node_outputs(Ops.CUSTOM_VJP, srcs, spec)
     return tree_util.tree_unflatten(prim.out_tree, [Array(u, w) for u, w in zip(outs, prim.out_weak)])
 
@@ -366,7 +375,8 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
   >>> tinyjx.grad(tinyjx.checkpoint(lambda x: jnp.sin(jnp.sin(x))))(0.0).item()
   1.0
   """
-  if fun is None: return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy, static_argnums=static_argnums)
+  if fun is None:
+    return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy, static_argnums=static_argnums)
   static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
   name = fun_name(fun)
   @functools.wraps(fun)
@@ -402,3 +412,18 @@ def checkpoint_jvp(node, ts):
 
 ad.vjp_rules.update({Ops.CUSTOM_JVP: custom_jvp_vjp, Ops.CUSTOM_VJP: custom_vjp_vjp, Ops.CHECKPOINT: checkpoint_vjp})
 ad.jvp_rules.update({Ops.CUSTOM_JVP: custom_jvp_jvp, Ops.CUSTOM_VJP: custom_vjp_jvp, Ops.CHECKPOINT: checkpoint_jvp})
+
+# ---------------------------------------------------------------- batching
+
+def custom_batch(node, srcs, bdims):
+  """vmap of a custom-rule or checkpoint node: every source moves its batch axis to 0 (unbatched ones are
+  broadcast), and every jaxpr of the spec is batched with all inputs and all outputs at axis 0. Rule jaxprs
+  take the node's inputs first, so this one mapping keeps the primal and its rules consistent."""
+  size = batching.batch_size(srcs, bdims)
+  moved = tuple(batching.match_axis(s, b, 0, size) for s, b in zip(srcs, bdims))
+  def batch_all(j):
+    return batching.batch_sub(j, [0] * len(j.params), size, [True] * len(j.outs))[0]
+  spec = node.arg.map_jaxprs(batch_all)
+  return node.replace(src=moved, arg=spec), tuple(0 for _ in spec.out_avals)
+
+batching.batch_rules.update({Ops.CUSTOM_JVP: custom_batch, Ops.CUSTOM_VJP: custom_batch, Ops.CHECKPOINT: custom_batch})

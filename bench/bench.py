@@ -1,0 +1,269 @@
+"""bench: tinyjx against numpy (and JAX, when it is importable) on the workloads of DESIGN section 11.
+
+Run from the repository root: `python bench/bench.py` (or `/tmp/jaxenv/bin/python bench/bench.py` to add JAX).
+Prints one table: the median time of each workload per library, tinyjx's speedup over numpy, and tinyjx's
+GFLOP/s where the flop count is well defined. Then the first call of the jitted MLP training step in a
+fresh process, with a cold and with a warm disk cache. Options: `--quick` (fewer repeats), `--only NAME`.
+
+Timing assertions do not belong in tests; the floors this project aims for are in the issue notes.
+"""
+from __future__ import annotations
+import argparse, os, subprocess, sys, tempfile, time
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+def median_time(fn, repeats: int) -> float:
+  fn()
+  times = []
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    fn()
+    times.append(time.perf_counter() - t0)
+  return float(np.median(times))
+
+def load_jax():
+  try:
+    import jax
+    jax.config.update('jax_platforms', 'cpu')
+    import jax.numpy as jjnp
+    return jax, jjnp
+  except Exception:
+    return None, None
+
+# --- workloads: each returns {library: zero-argument callable}, plus the flop count ---
+def gelu_np(y): return 0.5 * y * (1.0 + np.tanh(0.7978845608 * (y + 0.044715 * y * y * y)))
+
+def gelu_chain(n=4 * 1024 * 1024):
+  import tinyjx, tinyjx.numpy as jnp
+  from tinyjx import nn
+  rng = np.random.default_rng(0)
+  x, a, b = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
+  f = tinyjx.jit(lambda x, a, b: nn.gelu(x * a + b, approximate=True))
+  tx, ta, tb = jnp.asarray(x), jnp.asarray(a), jnp.asarray(b)
+  fns = {'numpy': lambda: gelu_np(x * a + b), 'tinyjx': lambda: f(tx, ta, tb).block_until_ready()}
+  jax, jjnp = load_jax()
+  if jax:
+    jf = jax.jit(lambda x, a, b: jax.nn.gelu(x * a + b, approximate=True))
+    jx, ja, jb = jjnp.asarray(x), jjnp.asarray(a), jjnp.asarray(b)
+    fns['jax'] = lambda: jf(jx, ja, jb).block_until_ready()
+  check = np.asarray(f(tx, ta, tb))
+  np.testing.assert_allclose(check, gelu_np(x * a + b), rtol=1e-4, atol=1e-5)
+  return fns, 12 * n
+
+def matmul(n):
+  import tinyjx, tinyjx.numpy as jnp
+  rng = np.random.default_rng(1)
+  a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+  f = tinyjx.jit(lambda a, b: a @ b)
+  ta, tb = jnp.asarray(a), jnp.asarray(b)
+  fns = {'numpy': lambda: a @ b, 'tinyjx': lambda: f(ta, tb).block_until_ready()}
+  jax, jjnp = load_jax()
+  if jax:
+    jf = jax.jit(lambda a, b: a @ b)
+    ja, jb = jjnp.asarray(a), jjnp.asarray(b)
+    fns['jax'] = lambda: jf(ja, jb).block_until_ready()
+  np.testing.assert_allclose(np.asarray(f(ta, tb)), a @ b, rtol=2e-3, atol=2e-3)
+  return fns, 2 * n ** 3
+
+def softmax_np(x):
+  e = np.exp(x - x.max(axis=-1, keepdims=True))
+  return e / e.sum(axis=-1, keepdims=True)
+
+def softmax_rows(shape=(4096, 1024)):
+  import tinyjx, tinyjx.numpy as jnp
+  from tinyjx import nn
+  x = np.random.default_rng(2).standard_normal(shape, dtype=np.float32)
+  f = tinyjx.jit(lambda x: nn.softmax(x, axis=-1))
+  tx = jnp.asarray(x)
+  fns = {'numpy': lambda: softmax_np(x), 'tinyjx': lambda: f(tx).block_until_ready()}
+  jax, jjnp = load_jax()
+  if jax:
+    jf = jax.jit(lambda x: jax.nn.softmax(x, axis=-1))
+    jx = jjnp.asarray(x)
+    fns['jax'] = lambda: jf(jx).block_until_ready()
+  np.testing.assert_allclose(np.asarray(f(tx)), softmax_np(x), rtol=1e-5, atol=1e-7)
+  return fns, 5 * x.size
+
+# --- the MLP training step (784-512-512-10, batch 512, Adam) ---
+SIZES, BATCH, LR, B1, B2, EPS = (784, 512, 512, 10), 512, 1e-3, 0.9, 0.999, 1e-8
+
+def mlp_init(rng):
+  params = []
+  for fan_in, fan_out in zip(SIZES, SIZES[1:]):
+    params.append((rng.standard_normal((fan_in, fan_out), dtype=np.float32) * np.float32(np.sqrt(2 / fan_in)),
+                   np.zeros(fan_out, np.float32)))
+  return params
+
+def mlp_data(rng):
+  x = rng.standard_normal((BATCH, SIZES[0]), dtype=np.float32)
+  y = np.eye(SIZES[-1], dtype=np.float32)[rng.integers(0, SIZES[-1], BATCH)]
+  return x, y
+
+def make_step(xp, nn_mod, grad_fn):
+  """The jitted-style step written once for any numpy-like module `xp` (tinyjx.numpy or jax.numpy)."""
+  def loss_fn(params, x, y):
+    h = x
+    for i, (w, b) in enumerate(params):
+      h = h @ w + b
+      if i < len(params) - 1: h = nn_mod.relu(h)
+    return -xp.mean(xp.sum(y * nn_mod.log_softmax(h, axis=-1), axis=-1))
+  def step(params, m, v, t, x, y):
+    loss, g = grad_fn(loss_fn)(params, x, y)
+    t = t + 1
+    new_p, new_m, new_v = [], [], []
+    for (w, b), (gw, gb), (mw, mb), (vw, vb) in zip(params, g, m, v):
+      layer_p, layer_m, layer_v = [], [], []
+      for p_, g_, m_, v_ in ((w, gw, mw, vw), (b, gb, mb, vb)):
+        m_ = B1 * m_ + (1 - B1) * g_
+        v_ = B2 * v_ + (1 - B2) * g_ * g_
+        mhat, vhat = m_ / (1 - B1 ** t), v_ / (1 - B2 ** t)
+        layer_p.append(p_ - LR * mhat / (xp.sqrt(vhat) + EPS)); layer_m.append(m_); layer_v.append(v_)
+      new_p.append(tuple(layer_p)); new_m.append(tuple(layer_m)); new_v.append(tuple(layer_v))
+    return new_p, new_m, new_v, t, loss
+  return step
+
+def numpy_step(params, m, v, t, x, y):
+  """The same step by hand in numpy: forward, backward, Adam."""
+  hs, h = [x], x
+  for i, (w, b) in enumerate(params):
+    h = h @ w + b
+    if i < len(params) - 1: h = np.maximum(h, 0)
+    hs.append(h)
+  z = h - h.max(axis=-1, keepdims=True)
+  logp = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+  loss = -np.mean(np.sum(y * logp, axis=-1))
+  dh = (np.exp(logp) - y) / BATCH
+  grads = []
+  for i in reversed(range(len(params))):
+    w, _ = params[i]
+    grads.append((hs[i].T @ dh, dh.sum(axis=0)))
+    if i: dh = (dh @ w.T) * (hs[i] > 0)
+  grads.reverse()
+  t += 1
+  new_p, new_m, new_v = [], [], []
+  for (w, b), (gw, gb), (mw, mb), (vw, vb) in zip(params, grads, m, v):
+    out = []
+    for p_, g_, m_, v_ in ((w, gw, mw, vw), (b, gb, mb, vb)):
+      m_ = B1 * m_ + (1 - B1) * g_
+      v_ = B2 * v_ + (1 - B2) * g_ * g_
+      out.append((p_ - LR * (m_ / (1 - B1 ** t)) / (np.sqrt(v_ / (1 - B2 ** t)) + EPS), m_, v_))
+    new_p.append((out[0][0], out[1][0])); new_m.append((out[0][1], out[1][1])); new_v.append((out[0][2], out[1][2]))
+  return new_p, new_m, new_v, t, loss
+
+def mlp_step_bench():
+  import tinyjx, tinyjx.numpy as jnp
+  from tinyjx import nn
+  rng = np.random.default_rng(3)
+  params, (x, y) = mlp_init(rng), mlp_data(rng)
+  zeros = [(np.zeros_like(w), np.zeros_like(b)) for w, b in params]
+  step = tinyjx.jit(make_step(jnp, nn, lambda f: tinyjx.value_and_grad(f)))
+  tp = [(jnp.asarray(w), jnp.asarray(b)) for w, b in params]
+  tz = [(jnp.asarray(w), jnp.asarray(b)) for w, b in zeros]
+  tx, ty = jnp.asarray(x), jnp.asarray(y)
+  state = {'np': (params, zeros, zeros, 0), 'tj': (tp, tz, tz, jnp.asarray(0.0))}
+  def run_tj():
+    p, m, v, t = state['tj']
+    p, m, v, t, loss = step(p, m, v, t, tx, ty)
+    loss.block_until_ready()
+    state['tj'] = (p, m, v, t)
+  def run_np():
+    p, m, v, t = state['np']
+    p, m, v, t, loss = numpy_step(p, m, v, t, x, y)
+    state['np'] = (p, m, v, t)
+  loss_np = numpy_step(params, zeros, zeros, 0, x, y)[-1]
+  loss_tj = step(tp, tz, tz, jnp.asarray(0.0), tx, ty)[-1]
+  np.testing.assert_allclose(float(loss_tj), loss_np, rtol=1e-4)
+  fns = {'numpy': run_np, 'tinyjx': run_tj}
+  jax, jjnp = load_jax()
+  if jax:
+    jstep = jax.jit(make_step(jjnp, jax.nn, lambda f: jax.value_and_grad(f)))
+    jp = [(jjnp.asarray(w), jjnp.asarray(b)) for w, b in params]
+    jz = [(jjnp.asarray(w), jjnp.asarray(b)) for w, b in zeros]
+    jx, jy = jjnp.asarray(x), jjnp.asarray(y)
+    state['jax'] = (jp, jz, jz, jjnp.asarray(0.0))
+    def run_jax():
+      p, m, v, t = state['jax']
+      p, m, v, t, loss = jstep(p, m, v, t, jx, jy)
+      loss.block_until_ready()
+      state['jax'] = (p, m, v, t)
+    fns['jax'] = run_jax
+  flops = 3 * 2 * BATCH * sum(a * b for a, b in zip(SIZES, SIZES[1:]))
+  return fns, flops
+
+FIRST_CALL = """
+import sys, time
+t0 = time.perf_counter()
+sys.path.insert(0, {root!r}); sys.path.insert(0, {bench!r})
+import numpy as np, tinyjx, tinyjx.numpy as jnp
+from tinyjx import nn
+import bench
+t1 = time.perf_counter()
+rng = np.random.default_rng(3)
+params, (x, y) = bench.mlp_init(rng), bench.mlp_data(rng)
+step = tinyjx.jit(bench.make_step(jnp, nn, lambda f: tinyjx.value_and_grad(f)))
+tp = [(jnp.asarray(w), jnp.asarray(b)) for w, b in params]
+tz = [(jnp.zeros_like(w), jnp.zeros_like(b)) for w, b in tp]
+out = step(tp, tz, tz, jnp.asarray(0.0), jnp.asarray(x), jnp.asarray(y))
+out[-1].block_until_ready()
+t2 = time.perf_counter()
+print(f"{{t1 - t0:.3f}} {{t2 - t1:.3f}}")
+"""
+
+def first_call_times() -> dict:
+  """Import time and first-call time of the jitted MLP step in fresh processes: cold, then warm disk cache."""
+  out = {}
+  with tempfile.TemporaryDirectory() as cache:
+    env = dict(os.environ, TINYJX_CACHE_DIR=cache)
+    code = FIRST_CALL.format(root=ROOT, bench=os.path.dirname(os.path.abspath(__file__)))
+    for label in ('cold', 'warm'):
+      res = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True)
+      if res.returncode != 0:
+        out[label] = f"failed: {res.stderr.strip().splitlines()[-1] if res.stderr.strip() else res.returncode}"
+        continue
+      imp, first = map(float, res.stdout.split()[-2:])
+      out[label] = (imp, first)
+  return out
+
+WORKLOADS = {
+  'gelu(x*a+b) 4M f32': gelu_chain,
+  'matmul 1024 f32': lambda: matmul(1024),
+  'matmul 256 f32': lambda: matmul(256),
+  'softmax rows 4096x1024': softmax_rows,
+  'MLP step 784-512-512-10 b512 Adam': mlp_step_bench,
+}
+
+def main() -> None:
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument('--quick', action='store_true', help='fewer repeats')
+  ap.add_argument('--only', default='', help='run workloads whose name contains this text')
+  ap.add_argument('--no-first-call', action='store_true', help='skip the fresh-process first-call timing')
+  args = ap.parse_args()
+  repeats = 5 if args.quick else 20
+  rows = []
+  for name, make in WORKLOADS.items():
+    if args.only and args.only not in name: continue
+    try:
+      fns, flops = make()
+    except Exception as e:  # a missing feature shows as a row, the other rows still run
+      rows.append((name, {}, 0, f"{type(e).__name__}: {e}"))
+      continue
+    times = {lib: median_time(fn, repeats) for lib, fn in fns.items()}
+    rows.append((name, times, flops, ""))
+  print(f"\n{'workload':<36}{'numpy ms':>10}{'tinyjx ms':>11}{'jax ms':>9}{'vs numpy':>10}{'tinyjx GFLOP/s':>16}")
+  for name, times, flops, err in rows:
+    if err:
+      print(f"{name:<36}  error: {err[:100]}")
+      continue
+    t_np, t_tj, t_jax = times.get('numpy'), times.get('tinyjx'), times.get('jax')
+    jax_txt = f"{t_jax * 1e3:9.2f}" if t_jax else f"{'-':>9}"
+    print(f"{name:<36}{t_np * 1e3:10.2f}{t_tj * 1e3:11.2f}{jax_txt}{t_np / t_tj:9.2f}x{flops / t_tj / 1e9:16.1f}")
+  if not args.no_first_call and not args.only:
+    fc = first_call_times()
+    for label, v in fc.items():
+      txt = v if isinstance(v, str) else f"import {v[0]:.2f} s, first call {v[1]:.2f} s"
+      print(f"MLP step, fresh process, {label} disk cache: {txt}")
+
+if __name__ == '__main__':
+  main()

@@ -1,0 +1,157 @@
+"""The CPU device: buffers, executables, the disk cache and its safety rules, compiler errors, DEBUG output."""
+import os, stat, subprocess, sys, textwrap
+import numpy as np
+import pytest
+import tinyjx
+import tinyjx.numpy as jnp
+from tinyjx import dtypes, counters, devices
+from tinyjx.devices.python import NumpyBuffer
+from tinyjx.lower import compile as comp
+
+F32 = dtypes.float32
+
+def buf(a): return NumpyBuffer('CPU:0', np.ascontiguousarray(a), dtypes.to_dtype(a.dtype))
+
+def test_from_numpy_is_zero_copy_for_owned_contiguous_arrays(cpu):
+  a = np.arange(6, dtype=np.float32)
+  assert cpu.from_numpy(a, F32).numpy() is a
+  view = np.arange(12, dtype=np.float32)[::2]
+  b = cpu.from_numpy(view, F32).numpy()
+  assert b is not view and b.flags.c_contiguous and np.array_equal(b, view)
+
+def test_executable_outputs_are_fresh_on_every_run(cpu):
+  const = jnp.asarray(np.array([10.0, 20.0], np.float32))
+  jaxpr = tinyjx.make_jaxpr(lambda x: (x + const, x, x + const, const))(jnp.zeros(2))
+  exe = cpu.compile_jaxpr(jaxpr)
+  x = np.array([1.0, 2.0], np.float32)
+  first = exe.run([buf(x)])
+  second = exe.run([buf(x + 1)])
+  assert [o.numpy().tolist() for o in first] == [[11, 22], [1, 2], [11, 22], [10, 20]]
+  assert [o.numpy().tolist() for o in second] == [[12, 23], [2, 3], [12, 23], [10, 20]]
+  arrays = [o.numpy() for o in first + second]
+  assert len({a.ctypes.data for a in arrays}) == len(arrays)          # nothing aliases anything
+  assert first[1].numpy() is not x
+
+def test_executable_describes_its_kernels(cpu):
+  exe = cpu.compile_jaxpr(tinyjx.make_jaxpr(lambda x: jnp.exp(x).sum())(jnp.zeros((4, 4))))
+  assert len(exe.kernels) == 1 and exe.kernels[0].name in str(exe)
+  assert 'tjx_run_0' in str(exe) and exe.flops > 0
+  with pytest.raises(TypeError, match="takes 1 input"):
+    exe.run([])
+
+def test_runtime_steps_plug_in_through_step_rules(cpu, monkeypatch):
+  """A node kind the runtime runs itself (here a stand-in collective) sits between two kernels."""
+  from tinyjx.lower import runtime
+  from tinyjx.uop import UOp, Ops, shape_rules
+  class Double:
+    def __init__(self, src, dst): self.src, self.dst, self.reads, self.writes = src, dst, {src}, {dst}
+    def run(self, frame): np.copyto(frame.array(self.dst), 2 * frame.array(self.src))
+  monkeypatch.setitem(shape_rules, Ops.PSUM, lambda u: u.src[0].shape)
+  monkeypatch.setitem(runtime.step_rules, Ops.PSUM, lambda node, st, outs: Double(st.slot_of[node.src[0]], outs[0]))
+  from tinyjx.tracing import Jaxpr
+  p = UOp(Ops.PARAM, F32, (), (0, (4,), 0))
+  out = UOp(Ops.EXP, F32, (UOp(Ops.PSUM, F32, (UOp(Ops.ADD, F32, (p, p)),), ('i',)),))
+  exe = cpu.compile_jaxpr(Jaxpr([p], [out]))
+  assert len(exe.kernels) == 2 and len(exe.steps) == 3
+  np.testing.assert_allclose(exe.run([buf(np.arange(4, dtype=np.float32))])[0].numpy(), np.exp(4 * np.arange(4.0)),
+                             rtol=1e-6)
+
+def test_counters_count_kernels_flops_and_bytes(cpu):
+  exe = cpu.compile_jaxpr(tinyjx.make_jaxpr(lambda x: (x * 2).sum(axis=1))(jnp.zeros((8, 16))))
+  with counters.measure() as c:
+    exe.run([buf(np.ones((8, 16), np.float32))])
+    exe.run([buf(np.ones((8, 16), np.float32))])
+  assert c['kernels'] == 2 and c['flops'] >= 2 * 8 * 16 * 2 and c['bytes'] >= 2 * (8 * 16 + 8) * 4
+
+def test_debug_levels_print_timing_kernels_and_source(cpu, capsys):
+  x = jnp.asarray(np.ones((4, 8), np.float32))
+  with tinyjx.Context(DEBUG=4):
+    exe = cpu.compile_jaxpr(tinyjx.make_jaxpr(lambda x: jnp.tanh(x).sum(axis=1) + 1)(x))
+  out = capsys.readouterr().out
+  assert 'fuses' in out and 'tanh' in out and 'reduce_sum' in out     # DEBUG=3: kernels and their equations
+  assert 'static void k0_' in out                                     # DEBUG=4: the source
+  with tinyjx.Context(DEBUG=2):
+    exe.run([buf(np.ones((4, 8), np.float32))])
+  assert 'GFLOP/s' in capsys.readouterr().out
+
+def test_thread_count_is_configurable(cpu):
+  exe = cpu.compile_jaxpr(tinyjx.make_jaxpr(lambda x: x + 1)(jnp.zeros(3)))
+  assert exe.lib.tjx_set_threads(1) == 1
+  with tinyjx.Context(TINYJX_THREADS=1):
+    assert exe.run([buf(np.zeros(3, np.float32))])[0].numpy().tolist() == [1, 1, 1]
+
+# --- the disk cache ---
+SOURCE = "int tjx_answer(void) { return %d; }\n"
+
+def test_cache_dir_is_created_private_and_used(cpu, fresh_cache):
+  lib = comp.load_library(SOURCE % 41)
+  assert lib.tjx_answer() == 41
+  assert stat.S_IMODE(os.stat(fresh_cache).st_mode) == 0o700
+  names = os.listdir(fresh_cache)
+  assert any(n.endswith('.so') for n in names) and any(n.endswith('.sha256') for n in names)
+  assert any(n.endswith('.c') for n in names)
+
+def test_corrupt_or_truncated_entries_are_rebuilt(cpu, fresh_cache):
+  comp.load_library(SOURCE % 1)
+  so = next(fresh_cache.glob('*.so'))
+  for damage in (lambda b: b[:len(b) // 2], lambda b: b'garbage' + b[7:]):
+    good = so.read_bytes()
+    tmp = fresh_cache / 'damaged'
+    tmp.write_bytes(damage(good))
+    os.replace(tmp, so)          # a new file: the library this process already mapped stays intact
+    comp._loaded.clear()
+    assert comp.load_library(SOURCE % 1).tjx_answer() == 1
+    assert so.read_bytes() == good or comp._load_checked(str(so)) is not None
+  (fresh_cache / (so.stem + '.sha256')).unlink()               # a missing checksum also means: rebuild
+  comp._loaded.clear()
+  assert comp.load_library(SOURCE % 1).tjx_answer() == 1 and (fresh_cache / (so.stem + '.sha256')).exists()
+
+def test_an_unsafe_cache_dir_is_not_used(cpu, tmp_path):
+  bad = tmp_path / "shared"
+  bad.mkdir()
+  os.chmod(bad, 0o777)
+  comp._private_dir.clear()
+  saved = dict(comp._loaded)
+  comp._loaded.clear()
+  try:
+    with tinyjx.Context(TINYJX_CACHE_DIR=str(bad)), pytest.warns(UserWarning, match="not using the cache directory"):
+      assert comp.load_library(SOURCE % 7).tjx_answer() == 7
+    assert not list(bad.glob('*.so'))
+  finally:
+    comp._loaded.clear(); comp._loaded.update(saved); comp._private_dir.clear()
+
+def test_libraries_of_other_users_are_never_loaded(cpu, fresh_cache):
+  if os.getuid() != 0: pytest.skip("needs root to give a file to another user")
+  comp.load_library(SOURCE % 3)
+  so = next(fresh_cache.glob('*.so'))
+  os.chown(so, 65534, 65534)
+  assert comp._load_checked(str(so)) is None
+
+def test_compiler_errors_show_the_message_and_the_source_path(cpu, fresh_cache):
+  with pytest.raises(comp.CompileError) as e:
+    comp.load_library("int broken( { return; }\n")
+  msg = str(e.value)
+  assert 'error' in msg and '.c' in msg
+  path = msg.split('(')[1].split(')')[0]
+  assert os.path.exists(path) and 'broken' in open(path).read()
+
+def test_missing_compiler_says_how_to_get_one(monkeypatch, tmp_path):
+  monkeypatch.setenv('PATH', str(tmp_path))
+  monkeypatch.delenv('CC', raising=False)
+  with pytest.raises(comp.NoCompilerError, match="apt-get install gcc.*TINYJX_DEVICE=PYTHON"):
+    comp.find_compiler()
+
+def test_a_warm_cache_skips_the_compiler_in_a_new_process(cpu, tmp_path):
+  script = textwrap.dedent("""
+    import numpy as np, tinyjx, tinyjx.numpy as jnp
+    from tinyjx.lower import compile as comp
+    calls = []
+    build = comp._build
+    comp._build = lambda *a: (calls.append(1), build(*a))[1]
+    print(float(jnp.sum(jnp.exp(jnp.asarray(np.arange(5.0, dtype=np.float32))))), len(calls))
+  """)
+  env = dict(os.environ, TINYJX_CACHE_DIR=str(tmp_path / "c"), PYTHONPATH=os.getcwd())
+  runs = [subprocess.run([sys.executable, '-c', script], env=env, capture_output=True, text=True) for _ in range(2)]
+  for r in runs: assert r.returncode == 0, r.stderr
+  (v1, n1), (v2, n2) = [r.stdout.split() for r in runs]
+  assert v1 == v2 and int(n1) >= 1 and int(n2) == 0

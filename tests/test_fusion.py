@@ -1,0 +1,105 @@
+"""Fusion users can count on: kernel counts, views that allocate nothing, buffers reused by liveness."""
+import numpy as np
+import pytest
+import tinyjx
+import tinyjx.numpy as jnp
+from tinyjx import nn, counters
+
+def compiled(cpu, f, *args):
+  """The CPU executable of `f` at the avals of `args` (via make_jaxpr, so nothing here depends on jit)."""
+  return cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(*args))
+
+def run(exe, *args):
+  from tinyjx.devices.python import NumpyBuffer
+  from tinyjx import dtypes
+  bufs = [NumpyBuffer('CPU:0', np.ascontiguousarray(a), dtypes.to_dtype(a.dtype)) for a in args]
+  return [b.numpy() for b in exe.run(bufs)]
+
+def rand(*shape, seed=0):
+  return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+def test_elementwise_chain_is_one_kernel(cpu):
+  x, a, b = rand(1000), rand(1000, seed=1), rand(1000, seed=2)
+  exe = compiled(cpu, lambda x, a, b: nn.gelu(x * a + b, approximate=True), x, a, b)
+  assert len(exe.kernels) == 1 and exe.n_intermediates == 0
+  y = x * a + b
+  want = 0.5 * y * (1 + np.tanh(np.sqrt(2 / np.pi) * (y + 0.044715 * y ** 3)))
+  np.testing.assert_allclose(run(exe, x, a, b)[0], want, rtol=1e-5, atol=1e-6)
+
+def test_views_never_copy(cpu):
+  x = rand(6, 8)
+  def f(x):
+    v = jnp.flip(jnp.pad(x.T[1:7, ::1], ((1, 2), (0, 3))), axis=0)     # transpose, slice, pad, flip
+    w = jnp.broadcast_to(x.reshape(6, 1, 8), (6, 4, 8)).reshape(24, 8)   # reshape, broadcast
+    return v.sum() + w[3:9].mean(axis=0)
+  exe = compiled(cpu, f, x)
+  assert exe.n_intermediates == 0 and exe.arena_bytes == 0
+  v = np.flip(np.pad(x.T[1:7], ((1, 2), (0, 3))), axis=0)
+  w = np.broadcast_to(x.reshape(6, 1, 8), (6, 4, 8)).reshape(24, 8)
+  np.testing.assert_allclose(run(exe, x)[0], v.sum() + w[3:9].mean(axis=0), rtol=1e-5)
+
+def test_broadcast_multiply_sum_is_one_matmul_kernel(cpu):
+  n = 64
+  a, b = rand(n, n), rand(n, n, seed=1)
+  exe = compiled(cpu, lambda a, b: (a.reshape(n, 1, n) * b.T.reshape(1, n, n)).sum(axis=2), a, b)
+  assert len(exe.kernels) == 1 and 'tjx_mm_f32' in exe.source
+  np.testing.assert_allclose(run(exe, a, b)[0], a @ b, rtol=1e-4, atol=1e-4)
+
+def test_matmul_bias_relu_is_one_kernel(cpu):
+  x, w, b = rand(40, 50), rand(50, 30, seed=1), rand(30, seed=2)
+  exe = compiled(cpu, lambda x, w, b: jnp.maximum(x @ w + b, 0.0), x, w, b)
+  assert len(exe.kernels) == 1
+  np.testing.assert_allclose(run(exe, x, w, b)[0], np.maximum(x @ w + b, 0), rtol=1e-4, atol=1e-5)
+
+@pytest.mark.parametrize('axis', [-1, 0])
+def test_softmax_is_at_most_two_kernels(cpu, axis):
+  x = rand(33, 17)
+  exe = compiled(cpu, lambda x: nn.softmax(x, axis=axis), x)
+  assert len(exe.kernels) <= 2
+  e = np.exp(x - x.max(axis=axis, keepdims=True))
+  np.testing.assert_allclose(run(exe, x)[0], e / e.sum(axis=axis, keepdims=True), rtol=1e-5, atol=1e-7)
+
+def test_reduction_fuses_with_producers_and_consumers(cpu):
+  x = rand(20, 30)
+  exe = compiled(cpu, lambda x: (x - (x * 2 + 1).mean(axis=1, keepdims=True)) / (1 + jnp.abs(x).max()), x)
+  assert len(exe.kernels) == 1
+  want = (x - (x * 2 + 1).mean(axis=1, keepdims=True)) / (1 + np.abs(x).max())
+  np.testing.assert_allclose(run(exe, x)[0], want, rtol=1e-5, atol=1e-6)
+
+def test_layer_norm_is_at_most_two_kernels(cpu):
+  x = rand(16, 64)
+  def ln(x):
+    mu = x.mean(axis=-1, keepdims=True)
+    return (x - mu) / jnp.sqrt(((x - mu) ** 2).mean(axis=-1, keepdims=True) + 1e-5)
+  exe = compiled(cpu, ln, x)
+  assert len(exe.kernels) <= 2
+  mu = x.mean(-1, keepdims=True)
+  np.testing.assert_allclose(run(exe, x)[0], (x - mu) / np.sqrt(x.var(-1, keepdims=True) + 1e-5), rtol=1e-4, atol=1e-5)
+
+def test_a_reduction_read_by_two_kernels_is_computed_once(cpu):
+  x = rand(50, 40)
+  exe = compiled(cpu, lambda x: (x / x.sum(axis=0), jnp.argsort(x.sum(axis=0))), x)
+  # the sum is a buffer read by the division and by the sort's input: 3 kernels, one of them the sum
+  assert sum(k.name.endswith('reduce_sum') for k in exe.kernels) == 1
+  a, s = run(exe, x)
+  np.testing.assert_allclose(a, x / x.sum(axis=0), rtol=1e-4)
+  np.testing.assert_array_equal(s, np.argsort(x.sum(axis=0), kind='stable'))
+
+def test_intermediate_buffers_are_reused_by_liveness(cpu):
+  x = rand(256)
+  def f(x):
+    for _ in range(4): x = jnp.sort(x * 1.5 + 1.0)    # each sort reads a materialized buffer
+    return x
+  exe = compiled(cpu, f, x)
+  sizes = [s.nbytes for s in exe.slots if s.kind == 'tmp']
+  assert len(sizes) >= 4 and exe.arena_bytes < sum(sizes)
+  want = x
+  for _ in range(4): want = np.sort(want * 1.5 + 1.0)
+  np.testing.assert_allclose(run(exe, x)[0], want, rtol=1e-6)
+
+def test_eager_code_fuses_and_counts_one_kernel(cpu):
+  x = jnp.asarray(rand(100))
+  y = jnp.tanh(x * 2 + 1) - 0.5                    # lazy: nothing has run yet
+  with counters.measure() as c:
+    np.asarray(y)
+  assert c['kernels'] == 1 and c['flops'] > 0 and c['bytes'] >= 2 * 100 * 4

@@ -1,0 +1,146 @@
+"""The lowering passes one by one: index algebra, simplify, decompose, schedule, memory planning, rendering."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+import tinyjx
+import tinyjx.numpy as jnp
+from tinyjx import dtypes, lower
+from tinyjx.lower import symbolic as sym, memory
+from tinyjx.lower.index import unflatten, flat_index
+from tinyjx.lower.simplify import pm_simplify, pm_decompose, fold_permutes
+from tinyjx.lower.schedule import schedule, KernelItem
+from tinyjx.rewrite import graph_rewrite
+from tinyjx.uop import UOp, Ops, toposort
+
+F32, F16, I32 = dtypes.float32, dtypes.float16, dtypes.int32
+P = lambda shape, dt=F32, slot=0: UOp(Ops.PARAM, dt, (), (slot, shape, 0))
+
+# --- index algebra ---
+def test_split_then_merge_of_an_axis_is_free():
+  i = sym.loop_var(0, 60)
+  assert sym.add(sym.mul(sym.floordiv(i, 5), 5), sym.mod(i, 5)) is i
+  a, b = sym.loop_var(1, 12), sym.loop_var(2, 5)
+  assert unflatten(flat_index((a, b), (12, 5)), (12, 5)) == (a, b)
+  assert sym.pretty(unflatten(flat_index((a, b), (12, 5)), (60,))[0]) == "((i1*5)+i2)"
+
+def test_padding_offsets_simplify_through_reshapes():
+  r, c = sym.loop_var(0, 2), sym.loop_var(1, 17)
+  src = unflatten(flat_index((sym.add(r, sym.const(1)), sym.add(c, sym.const(3))), (4, 25)), (4, 5, 5))
+  assert [sym.pretty(x) for x in src] == ["(i0+1)", "((i1+3)/5)", "((i1+3)%5)"]
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=4), st.integers(0, 10 ** 6))
+def test_reshape_index_arithmetic_matches_numpy(shape, seed):
+  size = int(np.prod(shape))
+  divisors = [d for d in range(1, size + 1) if size % d == 0]
+  target = (divisors[seed % len(divisors)], size // divisors[seed % len(divisors)])
+  vars_ = [sym.loop_var(k, s) for k, s in enumerate(target)]
+  exprs = unflatten(flat_index(vars_, target), shape)
+  rng = np.random.default_rng(seed)
+  point = tuple(int(rng.integers(0, s)) for s in target)
+  got = tuple(_eval(e, dict(zip(vars_, point))) for e in exprs)
+  assert got == tuple(int(v) for v in np.unravel_index(np.ravel_multi_index(point, target), shape))
+
+def _eval(e, env):
+  if e.op is Ops.CONST: return e.arg[0]
+  if e.op is Ops.RANGE: return env[e]
+  a, b = (_eval(s, env) for s in e.src)
+  return {Ops.ADD: a + b, Ops.MUL: a * b, Ops.DIV: a // b, Ops.REM: a % b}[e.op]
+
+def test_bounds_decide_comparisons():
+  i = sym.loop_var(0, 4)
+  assert sym.lt(i, 4) is sym.TRUE and sym.is_const(sym.ge(i, 4)) and sym.lt(i, 3).op is Ops.CMPLT
+  assert sym.clamp(sym.add(i, sym.const(1)), 10) == sym.add(i, sym.const(1))
+
+# --- simplify and decompose ---
+def rewrite(x, pm): return graph_rewrite(x, pm)
+
+def test_simplify_keeps_every_bit():
+  x = P((3,))
+  assert rewrite(UOp(Ops.MUL, F32, (x, UOp.const(1.0, F32, (3,)))), pm_simplify) is x
+  assert rewrite(UOp(Ops.ADD, F32, (x, UOp.const(-0.0, F32, (3,)))), pm_simplify) is x
+  keep = UOp(Ops.ADD, F32, (x, UOp.const(0.0, F32, (3,))))      # -0.0 + 0.0 is +0.0: not an identity
+  assert rewrite(keep, pm_simplify) is keep
+  xi = P((3,), I32)
+  assert rewrite(xi.cast(dtypes.int64).cast(F32), pm_simplify) is xi.cast(F32)         # lossless first cast
+  lossy = x.cast(F16).cast(F32)
+  assert rewrite(lossy, pm_simplify) is lossy
+  folded = rewrite(UOp(Ops.MUL, F32, (UOp.const(3.0, F32, (2,)), UOp.const(0.5, F32, (2,)))), pm_simplify)
+  assert folded.op is Ops.CONST and folded.arg == (1.5, (2,))
+  assert rewrite(UOp(Ops.NOOP, F32, (UOp(Ops.TAG, F32, (x,), 5),), 'stop_gradient'), pm_simplify) is x
+
+def test_decompose_turns_dot_general_into_a_sum_of_products():
+  a, b = P((4, 5)), P((5, 6), slot=1)
+  d = rewrite(UOp(Ops.DOT_GENERAL, F32, (a, b), (((1,), (0,)), ((), ()))), pm_decompose)
+  assert d.op is Ops.REDUCE and d.arg == (Ops.ADD, (2,)) and d.src[0].op is Ops.MUL and d.shape == (4, 6)
+
+def test_decompose_computes_float16_in_float32_and_accumulates_sums_there():
+  x = P((8,), F16)
+  y = rewrite(UOp(Ops.ADD, F16, (x, x)).reduce(Ops.ADD, (0,)), pm_decompose)
+  ops = [n.op for n in toposort([y])]
+  assert y.op is Ops.CAST and y.dtype is F16
+  assert all(n.dtype is F32 for n in toposort([y]) if n.op in (Ops.ADD, Ops.REDUCE))
+  assert ops.count(Ops.CAST) >= 3
+
+def test_a_reduction_read_transposed_is_computed_transposed():
+  x = P((4, 5, 6))
+  r = x.reduce(Ops.ADD, (1,)).permute((1, 0))
+  (out,) = fold_permutes([r])
+  assert out.op is Ops.REDUCE and out.shape == (6, 4) and out.src[0].op is Ops.PERMUTE
+
+# --- schedule ---
+def test_schedule_materializes_outputs_sort_inputs_and_shared_reductions():
+  x = P((10, 10))
+  s = x.reduce(Ops.ADD, (1,))
+  a = UOp(Ops.ARGSORT, I32, (UOp(Ops.EXP, F32, (s,)),), (0, False))
+  y = UOp(Ops.DIV, F32, (x, s.reshape((10, 1)).expand((10, 10))))
+  items = schedule([a, y])
+  outs = [it.outs[0] for it in items]
+  assert all(isinstance(it, KernelItem) for it in items)
+  assert s in outs and a in outs and y in outs and outs.index(s) < outs.index(a)
+  assert sum(1 for o in outs if o.op is Ops.EXP) == 1      # the sort reads a buffer
+
+def test_schedule_fuses_a_private_reduction_into_its_consumer():
+  x = P((10, 10))
+  y = UOp(Ops.DIV, F32, (x, x.reduce(Ops.MAX, (1,)).reshape((10, 1)).expand((10, 10))))
+  assert [it.outs for it in schedule([y])] == [[y]]
+
+# --- memory ---
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7), st.integers(1, 300)), min_size=1, max_size=12))
+def test_buffers_live_at_the_same_time_never_overlap(spans):
+  spans = [(min(a, b), max(a, b), n) for a, b, n in spans]
+  steps = [(set(), set()) for _ in range(8)]
+  for slot, (first, last, _) in enumerate(spans):
+    steps[first][1].add(slot)
+    steps[last][0].add(slot)
+  offsets, total = memory.plan(steps, {s: n for s, (_, _, n) in enumerate(spans)})
+  for s, (f1, l1, n1) in enumerate(spans):
+    assert offsets[s] % memory.ALIGN == 0 and offsets[s] + n1 <= total
+    for t, (f2, l2, n2) in enumerate(spans[:s]):
+      if f1 <= l2 and f2 <= l1:
+        assert offsets[s] + n1 <= offsets[t] or offsets[t] + n2 <= offsets[s]
+
+def test_memory_reuses_dead_buffers():
+  steps = [(set(), {0}), ({0}, {1}), ({1}, {2}), ({2}, {3})]
+  offsets, total = memory.plan(steps, {0: 1000, 1: 1000, 2: 1000, 3: 1000})
+  assert total <= 2 * memory._round(1000) and offsets[0] == offsets[2]
+
+# --- the pipeline ---
+def test_the_pipeline_is_an_ordered_list_of_named_passes():
+  names = [name for name, _ in lower.PASSES]
+  assert names[:3] == ['simplify', 'decompose', 'schedule+index'] and names[-2:] == ['render', 'compile']
+  assert all(callable(fn) for _, fn in lower.PASSES)
+
+def test_the_same_program_renders_the_same_source(cpu):
+  f = lambda x: jnp.tanh(x) @ x.T + x.sum()
+  a = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(jnp.zeros((8, 8))))
+  b = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(jnp.ones((8, 8))))
+  assert a.source == b.source
+
+def test_eager_programs_are_cached_by_structure_not_by_values(cpu):
+  x = jnp.asarray(np.arange(4, dtype=np.float32))
+  before = len(lower._eager)
+  outs = [np.asarray(x * scale + 0.25) for scale in (3.0, 4.5, 7.25)]    # scalars become inputs
+  assert len(lower._eager) - before <= 1
+  np.testing.assert_allclose(outs[2], np.arange(4) * 7.25 + 0.25)

@@ -1,0 +1,75 @@
+"""The same program on two MPI processes with two virtual devices each (`mpirun -n 2 tests/mpi_worker.py`):
+the global device list, psum, pmax, all_gather, psum_scatter, ppermute, axis_index and a gradient through psum
+across processes, the data-parallel example against single-device training, an inconsistent shape that every
+process reports, and a process that dies without the others hanging. Skipped where mpirun or mpi4py is absent."""
+import json, os, shutil, subprocess, sys
+import numpy as np
+import pytest
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'mpi_worker.py')
+LOCAL, PROCS = 2, 2
+
+def mpi_missing() -> str:
+  if shutil.which('mpirun') is None: return "mpirun is not installed (apt install openmpi-bin)"
+  try:
+    import mpi4py  # noqa: F401
+  except ImportError:
+    return "mpi4py is not installed (pip install mpi4py)"
+  return ""
+
+pytestmark = pytest.mark.skipif(bool(mpi_missing()), reason=mpi_missing() or "MPI available")
+
+def mpirun(mode: str, timeout: float, **env) -> tuple[subprocess.CompletedProcess, dict]:
+  """Run the worker on PROCS processes; returns the completed process and each rank's RESULT report."""
+  full = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1',
+              TINYJX_CPU_DEVICES=str(LOCAL), PYTHONPATH=os.path.dirname(os.path.dirname(WORKER)), **env)
+  cmd = ['mpirun', '-n', str(PROCS), '--oversubscribe', sys.executable, WORKER, mode]
+  done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full)
+  reports = {}
+  for line in done.stdout.splitlines():
+    if line.startswith('RESULT '):
+      r = json.loads(line[len('RESULT '):])
+      reports[r['rank']] = r
+  return done, reports
+
+@pytest.fixture(scope='module')
+def checks():
+  done, reports = mpirun('checks', timeout=300)
+  assert done.returncode == 0 and sorted(reports) == [0, 1], done.stdout[-3000:] + done.stderr[-3000:]
+  return reports
+
+def table(n):   # the worker's global values: device d holds row d
+  return (np.arange(n * n, dtype=np.float32).reshape(n, n) - 4) ** 2
+
+def test_devices_span_both_processes(checks):
+  for rank, r in checks.items():
+    assert r['count'] == PROCS and r['local'] == LOCAL
+    assert r['devices'] == [[d, d // LOCAL] for d in range(PROCS * LOCAL)]   # global ids, owning process
+    assert r['local_devices'] == [rank * LOCAL + i for i in range(LOCAL)]
+
+def test_collectives_across_processes(checks):
+  n = PROCS * LOCAL
+  xs = table(n)
+  for rank, r in checks.items():
+    mine = range(rank * LOCAL, (rank + 1) * LOCAL)
+    np.testing.assert_allclose(r['psum'], [xs.sum(0)] * LOCAL)
+    np.testing.assert_allclose(r['pmax'], [xs.max(0)] * LOCAL)
+    np.testing.assert_allclose(r['gather'], [xs] * LOCAL)
+    np.testing.assert_allclose(r['scatter'], [xs.sum(0)[d] for d in mine])
+    np.testing.assert_allclose(r['permute'], [xs[(d - 1) % n] for d in mine])
+    np.testing.assert_allclose(r['grad'], [2 * n * xs[d] for d in mine])   # psum's transpose is psum
+    assert r['index'] == list(mine)
+
+def test_data_parallel_step_across_processes_matches_one_device(checks):
+  for r in checks.values():
+    np.testing.assert_allclose(r['losses_parallel'], r['losses_single'], rtol=1e-5)
+  assert checks[0]['losses_parallel'] == checks[1]['losses_parallel']   # every process saw the same steps
+
+def test_inconsistent_shapes_fail_on_every_process(checks):
+  for r in checks.values():
+    assert r['mismatch'] is not None
+    assert "process 0: " in r['mismatch'] and "x: f32[3]" in r['mismatch'] and "x: f32[4]" in r['mismatch']
+
+def test_a_dead_process_stops_the_job():
+  done, reports = mpirun('die', timeout=120, TINYJX_COLLECTIVE_TIMEOUT='30', TINYJX_DEVICE='PYTHON')
+  assert done.returncode != 0 and 'survived' not in reports.get(0, {})
