@@ -78,7 +78,7 @@ def train(steps: int = 10, batch: int = 256, lr: float = 0.1, dataset: str = 'sy
   per = batch // n_all
   mine = slice(me * n_local * per, (me + 1) * n_local * per)   # this process's devices' part of each batch
   params = init_params(seed)
-  replicated = tree_util.tree_map(lambda a: np.broadcast_to(a, (n_local,) + a.shape), params)
+  replicated = tinyjx.device_put_replicated(params, tinyjx.local_devices())   # a copy on each local device
   step_all, step_one = parallel_step(lr), single_step(lr)
   losses_all, losses_one = [], []
   for i, (x, y) in enumerate(batches(dataset, batch, steps, seed)):

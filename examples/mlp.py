@@ -46,9 +46,9 @@ def predict(params, x): return jnp.argmax(mlp(params, x), axis=-1)
 
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument('--steps', type=int, default=1500)
-  ap.add_argument('--batch-size', type=int, default=128)
-  ap.add_argument('--lr', type=float, default=1e-3, help='peak learning rate of the warmup-cosine schedule')
+  ap.add_argument('--steps', type=int, default=1000)
+  ap.add_argument('--batch-size', type=int, default=256)
+  ap.add_argument('--lr', type=float, default=2e-3, help='peak learning rate of the warmup-cosine schedule')
   ap.add_argument('--dataset', choices=('fashion', 'mnist'), default='fashion')
   ap.add_argument('--seed', type=int, default=0)
   ap.add_argument('--checkpoint', default=None, help='where to save the weights (default: in ~/.cache/tinyjx)')

@@ -69,8 +69,7 @@ def main(argv=None):
 
   load = nn.datasets.fashion_mnist if args.dataset == 'fashion' else nn.datasets.mnist
   X_train, Y_train, X_test, Y_test = (np.asarray(a) for a in load())
-  print(f"{args.dataset}: {len(X_train)} training and {len(X_test)} test images; device "
-        f"{tinyjx.devices()[0] if hasattr(tinyjx, 'devices') else 'default'}", flush=True)
+  print(f"{args.dataset}: {len(X_train)} training and {len(X_test)} test images", flush=True)
 
   model = make_model(random.PRNGKey(args.seed))
   schedule = nn.optim.warmup_cosine_decay_schedule(0.0, args.lr, max(1, args.steps // 20), args.steps)

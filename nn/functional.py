@@ -138,7 +138,8 @@ def _pool_args(x, kernel_size, stride, padding, n: int, what: str):
   stride = kernel if stride is None else _tuple(stride, n, 'stride')
   pads = _padding(padding, n, x.shape[-n:], kernel, stride, (1,) * n)
   for (lo, hi), k in zip(pads, kernel):
-    if lo > k // 2 or hi > k // 2: raise ValueError(f"{what}: padding {padding} must be at most half the kernel {kernel}")
+    if lo > k // 2 or hi > k // 2:
+      raise ValueError(f"{what}: padding {padding} must be at most half the kernel {kernel}")
   return kernel, stride, pads
 
 def _as_nc(x, n: int):
@@ -239,11 +240,13 @@ def rms_norm(x, normalized_shape: tuple, weight=None, eps: float = 1e-6):
 def group_norm(x, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
   """Normalize each group of channels of x (N, C, ...) over its channels and spatial axes."""
   nb, c = x.shape[:2]
-  if c % num_groups: raise ValueError(f"group_norm: {c} channels (shape {x.shape}) do not split into {num_groups} groups")
+  if c % num_groups:
+    raise ValueError(f"group_norm: {c} channels (shape {x.shape}) do not split into {num_groups} groups")
   g = x.reshape((nb, num_groups, -1))
   mean = jnp.mean(g, axis=2, keepdims=True)
   centered = g - mean
-  y = (centered * jnp.reciprocal(jnp.sqrt(jnp.mean(jnp.square(centered), axis=2, keepdims=True) + eps))).reshape(x.shape)
+  inv_std = jnp.reciprocal(jnp.sqrt(jnp.mean(jnp.square(centered), axis=2, keepdims=True) + eps))
+  y = (centered * inv_std).reshape(x.shape)
   shape = _channel_shape(x)
   if weight is not None: y = y * weight.reshape(shape)
   return y if bias is None else y + bias.reshape(shape)

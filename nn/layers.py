@@ -101,7 +101,8 @@ class ConvTranspose2d(Module):
     self.bias = _bias_or_none(bias, bkey, (out_channels,), 1 / math.sqrt(init.fans(shape)[0]), dtype)
     self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel
     self.stride, self.padding = F._tuple(stride, 2, 'stride'), F._tuple(padding, 2, 'padding')
-    self.output_padding, self.dilation = F._tuple(output_padding, 2, 'output_padding'), F._tuple(dilation, 2, 'dilation')
+    self.output_padding = F._tuple(output_padding, 2, 'output_padding')
+    self.dilation = F._tuple(dilation, 2, 'dilation')
     self.groups = groups
 
   def __call__(self, x):
@@ -134,7 +135,8 @@ class BatchNorm(Module):
 
   def __call__(self, x, train: bool = False):
     if x.ndim < 2 or x.shape[1] != self.num_features:
-      raise ValueError(f"BatchNorm({self.num_features}): input of shape {x.shape} must be (N, {self.num_features}, ...)")
+      raise ValueError(f"BatchNorm({self.num_features}): input of shape {x.shape} must be "
+                       f"(N, {self.num_features}, ...)")
     if not train and self.running_mean is not None:
       return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, self.eps)
     axes = (0,) + tuple(range(2, x.ndim))

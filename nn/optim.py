@@ -144,7 +144,8 @@ def _bias_correction(m, decay: float, count):
   return _tree_map(lambda x: x / (1 - decay ** count.astype(x.dtype)).astype(x.dtype), m)
 
 def _nesterov_moment(mu, updates, decay: float, count):
-  """Nesterov's look-ahead with bias correction (Optax): decay * mu / (1 - decay^(t+1)) + (1 - decay) * g / (1 - decay^t)."""
+  """Nesterov's look-ahead with bias correction (Optax):
+  decay * mu / (1 - decay^(t+1)) + (1 - decay) * g / (1 - decay^t)."""
   return _tree_map(lambda m, g: decay * m + (1 - decay) * g, _bias_correction(mu, decay, count + 1),
                    _bias_correction(updates, decay, count))
 
@@ -164,7 +165,8 @@ def scale_by_adam(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, eps_roo
     return out, ScaleByAdamState(count, mu, nu)
   return GradientTransformation(init, update)
 
-def scale_by_trust_ratio(min_norm: float = 0.0, trust_coefficient: float = 1.0, eps: float = 0.0) -> GradientTransformation:
+def scale_by_trust_ratio(min_norm: float = 0.0, trust_coefficient: float = 1.0,
+                         eps: float = 0.0) -> GradientTransformation:
   """Layer-wise trust ratio (LARS, LAMB): each leaf's update times trust_coefficient * |param| / (|update| + eps),
   or times 1 where either norm is zero."""
   def ratio(u, p):
@@ -213,7 +215,8 @@ def orthogonalize(x, steps: int = 5, eps: float = 1e-8, coeffs=NS_COEFFS):
     x = a * x + (b * s + c * (s @ s)) @ x
   return x.T if tall else x
 
-def scale_by_muon(beta: float = 0.95, steps: int = 5, eps: float = 1e-8, nesterov: bool = True) -> GradientTransformation:
+def scale_by_muon(beta: float = 0.95, steps: int = 5, eps: float = 1e-8,
+                  nesterov: bool = True) -> GradientTransformation:
   """Muon's direction for 2-D leaves: bias-corrected momentum (Nesterov by default), orthogonalized by
   Newton-Schulz, scaled by sqrt(max(1, rows / cols)) (weights in (out, in) layout, as `nn.Linear` keeps them)."""
   def init(params): return MuonState(_count0(), _zeros_like(params))

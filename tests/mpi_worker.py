@@ -1,7 +1,7 @@
-"""The program tests/test_mpi.py runs under `mpirun -n 2`; each process prints one `RESULT {json}` line.
+"""The program tests/test_mpi.py runs under `mpirun -n 2`; each process writes its report to OUT/rank<r>.json.
 
-    mpirun -n 2 python tests/mpi_worker.py checks   # collectives, a data-parallel run, inconsistent shapes
-    mpirun -n 2 python tests/mpi_worker.py die      # process 1 dies before a collective; process 0 must not hang
+    mpirun -n 2 python tests/mpi_worker.py checks OUT   # collectives, a data-parallel run, inconsistent shapes
+    mpirun -n 2 python tests/mpi_worker.py die OUT      # process 1 dies before a collective; process 0 must not hang
 
 The test compares the reported values with numpy; nothing here decides whether the run passed.
 """
@@ -42,7 +42,7 @@ def inconsistent_shapes(report: dict) -> None:
   except InconsistentProcessesError as e:
     report['mismatch'] = str(e)
 
-def main(mode: str) -> None:
+def main(mode: str, out_dir: str) -> None:
   tinyjx.distributed.initialize()
   report = {'rank': tinyjx.process_index(), 'count': tinyjx.process_count(), 'local': tinyjx.local_device_count(),
             'devices': [(d.id, d.process_index) for d in tinyjx.devices()],
@@ -55,7 +55,7 @@ def main(mode: str) -> None:
     collectives(report)
     data_parallel(report)
     inconsistent_shapes(report)
-  print('RESULT ' + json.dumps(report), flush=True)
+  with open(os.path.join(out_dir, f"rank{report['rank']}.json"), 'w') as f: json.dump(report, f)
 
 if __name__ == '__main__':
-  main(sys.argv[1] if len(sys.argv) > 1 else 'checks')
+  main(sys.argv[1], sys.argv[2])

@@ -55,7 +55,9 @@ def check(names, roots, approx=lambda r, name: False):
     assert g.shape == w.shape and g.dtype == w.dtype, f"{name}: {g.shape} {g.dtype} vs {w.shape} {w.dtype}"
     try:
       if approx(r, name):
-        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=RTOL[r.dtype], atol=1e-30)
+        scale = float(np.nanmax(np.abs(w[np.isfinite(w)]), initial=1.0)) if approx(r, name) == 'sum' else 0.0
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=RTOL[r.dtype],
+                                   atol=RTOL[r.dtype] * scale + 1e-30)
       else: np.testing.assert_array_equal(g, w)
     except AssertionError as e:
       failures.append(f"{name}: {str(e).strip().splitlines()[-2:]}")
@@ -116,7 +118,8 @@ def test_reductions_scans_sorts_views_gather_scatter_dot(cpu):
     if dt.kind != 'b':
       u = rng.normal(0, 3, (2, 6, 4, 5))
       upd = buf(dtypes.round_bf16(u.astype(np.float32)) if dt is D.bfloat16 else u, dt)
-      for mode in ('add', 'set', 'mul', 'min', 'max'): add(f"scatter {mode} {dt}", UOp(Ops.SCATTER, dt, (x, idx, upd), mode))
+      for mode in ('add', 'set', 'mul', 'min', 'max'):
+        add(f"scatter {mode} {dt}", UOp(Ops.SCATTER, dt, (x, idx, upd), mode))
     w = rng.normal(0, 3, (5, 4, 6))
     y = buf(w > 0 if dt.kind == 'b' else dtypes.round_bf16(w.astype(np.float32)) if dt is D.bfloat16 else w, dt)
     for arg in [(((2,), (0,)), ((), ())), (((1, 2), (1, 0)), ((), ())), (((2,), (0,)), ((1,), (1,)))]:
@@ -124,7 +127,7 @@ def test_reductions_scans_sorts_views_gather_scatter_dot(cpu):
   add("iota int32", UOp(Ops.IOTA, D.int32, (), ((3, 4), 1)))
   add("iota float16", UOp(Ops.IOTA, D.float16, (), ((3, 4), 0)))
   inexact = ('reduce', 'cumulative', 'dot_general')
-  check(names, roots, approx=lambda r, name: r.dtype.kind == 'f' and name.startswith(inexact))
+  check(names, roots, approx=lambda r, name: 'sum' if r.dtype.kind == 'f' and name.startswith(inexact) else False)
 
 def test_documented_edge_semantics_known_answers(cpu):
   """The spec's edge cases, as known answers (so the CPU device and the reference both match them)."""
@@ -145,7 +148,7 @@ def test_documented_edge_semantics_known_answers(cpu):
       'min_nan': jnp.minimum(f32([np.nan, 1.0]), f32([1.0, np.nan])).tolist(),
       'bf16': f32([1.00390625, 1.01171875]).astype(jnp.bfloat16).astype(jnp.float32).tolist(),
       'f16_sum': jnp.ones(4096, jnp.float16).sum().astype(jnp.float32).item(),
-      'gather': jnp.asarray([10, 20, 30]).take(jnp.asarray([-1, 5, 1]), mode='clip').tolist(),
+      'gather': tinyjx.Array(UOp(Ops.GATHER, D.int32, (i32([10, 20, 30]).uop, i32([-1, 5, 1]).uop))).tolist(),
       'scatter': jnp.zeros(3, jnp.int32).at[jnp.asarray([0, 0, 2, 7])].add(1, mode='drop').tolist(),
       'argsort_desc': jnp.argsort(jnp.asarray([2, 1, 2, 1]), descending=True).tolist(),
       'argsort_nan': jnp.argsort(f32([1.0, np.nan, 0.0])).tolist(),
@@ -201,7 +204,7 @@ def _apply(kind: int, r: int, vals: list, rng) -> None:
     vals.append(f[name](x))
   elif kind == 1:
     y = vals[(r >> 3) % len(vals)]
-    y = y.reshape(y.shape[-1:]) if y.ndim and x.ndim and y.shape[-1] == x.shape[-1] else y.sum()
+    y = y.reshape((-1, y.shape[-1]))[0] if y.ndim and x.ndim and y.shape[-1] == x.shape[-1] else y.sum()
     name = BINARY_OPS[r % len(BINARY_OPS)]
     f = {'add': jnp.add, 'sub': jnp.subtract, 'mul': jnp.multiply, 'max': jnp.maximum,
          'div_safe': lambda a, b: a / (jnp.abs(b) + 1.0)}

@@ -45,7 +45,8 @@ def _eval(e, env):
   if e.op is Ops.CONST: return e.arg[0]
   if e.op is Ops.RANGE: return env[e]
   a, b = (_eval(s, env) for s in e.src)
-  return {Ops.ADD: a + b, Ops.MUL: a * b, Ops.DIV: a // b, Ops.REM: a % b}[e.op]
+  ops = {Ops.ADD: lambda: a + b, Ops.MUL: lambda: a * b, Ops.DIV: lambda: a // b, Ops.REM: lambda: a % b}
+  return ops[e.op]()
 
 def test_bounds_decide_comparisons():
   i = sym.loop_var(0, 4)

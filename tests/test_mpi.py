@@ -19,22 +19,22 @@ def mpi_missing() -> str:
 
 pytestmark = pytest.mark.skipif(bool(mpi_missing()), reason=mpi_missing() or "MPI available")
 
-def mpirun(mode: str, timeout: float, **env) -> tuple[subprocess.CompletedProcess, dict]:
-  """Run the worker on PROCS processes; returns the completed process and each rank's RESULT report."""
+def mpirun(mode: str, out_dir, timeout: float, **env) -> tuple[subprocess.CompletedProcess, dict]:
+  """Run the worker on PROCS processes; returns the completed process and the report of each rank that wrote one."""
   full = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1',
               TINYJX_CPU_DEVICES=str(LOCAL), PYTHONPATH=os.path.dirname(os.path.dirname(WORKER)), **env)
-  cmd = ['mpirun', '-n', str(PROCS), '--oversubscribe', sys.executable, WORKER, mode]
+  cmd = ['mpirun', '-n', str(PROCS), '--oversubscribe', sys.executable, WORKER, mode, str(out_dir)]
   done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full)
   reports = {}
-  for line in done.stdout.splitlines():
-    if line.startswith('RESULT '):
-      r = json.loads(line[len('RESULT '):])
-      reports[r['rank']] = r
+  for rank in range(PROCS):
+    path = os.path.join(out_dir, f"rank{rank}.json")
+    if os.path.exists(path):
+      with open(path) as f: reports[rank] = json.load(f)
   return done, reports
 
 @pytest.fixture(scope='module')
-def checks():
-  done, reports = mpirun('checks', timeout=300)
+def checks(tmp_path_factory):
+  done, reports = mpirun('checks', tmp_path_factory.mktemp('mpi'), timeout=300)
   assert done.returncode == 0 and sorted(reports) == [0, 1], done.stdout[-3000:] + done.stderr[-3000:]
   return reports
 
@@ -70,6 +70,6 @@ def test_inconsistent_shapes_fail_on_every_process(checks):
     assert r['mismatch'] is not None
     assert "process 0: " in r['mismatch'] and "x: f32[3]" in r['mismatch'] and "x: f32[4]" in r['mismatch']
 
-def test_a_dead_process_stops_the_job():
-  done, reports = mpirun('die', timeout=120, TINYJX_COLLECTIVE_TIMEOUT='30', TINYJX_DEVICE='PYTHON')
-  assert done.returncode != 0 and 'survived' not in reports.get(0, {})
+def test_a_dead_process_stops_the_job(tmp_path):
+  done, reports = mpirun('die', tmp_path, timeout=120, TINYJX_COLLECTIVE_TIMEOUT='30', TINYJX_DEVICE='PYTHON')
+  assert done.returncode != 0 and reports == {}

@@ -176,7 +176,8 @@ def test_conv_transpose_grad():
 def test_conv_errors():
   with pytest.raises(ValueError, match=r'input channels 3 .* must equal weight.shape\[1\] \* groups'):
     F.conv(jnp.ones((1, 3, 5, 5)), jnp.ones((2, 2, 3, 3)))
-  with pytest.raises(ValueError, match='smaller than the kernel'): F.conv(jnp.ones((1, 1, 2, 2)), jnp.ones((1, 1, 3, 3)))
+  with pytest.raises(ValueError, match='smaller than the kernel'):
+    F.conv(jnp.ones((1, 1, 2, 2)), jnp.ones((1, 1, 3, 3)))
   with pytest.raises(ValueError, match="padding must be 'same', 'valid'"):
     F.conv(jnp.ones((1, 1, 5, 5)), jnp.ones((1, 1, 3, 3)), padding='full')
   with pytest.raises(ValueError, match='divisible by groups=2'): nn.Conv2d(3, 4, 3, groups=2, key=random.PRNGKey(0))
@@ -227,7 +228,8 @@ def test_batchnorm_train_and_eval():
   np.testing.assert_array_equal(np.asarray(bn.running_mean), np.zeros(3))   # the old layer is unchanged
   y_eval = new(jnp.asarray(x))
   rm, rv = np.asarray(new.running_mean).reshape(shape), np.asarray(new.running_var).reshape(shape)
-  close(y_eval, (x - rm) / np.sqrt(rv + 1e-5) * np.array([1, 2, 0.5]).reshape(shape) + np.array([0, 1, -1]).reshape(shape))
+  scale, shift = np.array([1, 2, 0.5]).reshape(shape), np.array([0, 1, -1]).reshape(shape)
+  close(y_eval, (x - rm) / np.sqrt(rv + 1e-5) * scale + shift)
 
 def test_batchnorm_grad_and_state_mask():
   x = rand(3, 2, 2)
@@ -362,4 +364,5 @@ def test_static_fields_retrace_jit():
   assert np.asarray(f(Scale(3.0), jnp.ones(2))).tolist() == [3.0, 3.0]
 
 def test_replace_unknown_field():
-  with pytest.raises(AttributeError, match="no field 'wieght'"): nn.Linear(2, 2, key=random.PRNGKey(0)).replace(wieght=1)
+  with pytest.raises(AttributeError, match="no field 'wieght'"):
+    nn.Linear(2, 2, key=random.PRNGKey(0)).replace(wieght=1)

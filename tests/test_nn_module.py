@@ -20,7 +20,8 @@ class Block(nn.Module):
     self.size = 2
 
 def test_fields_in_assignment_order_with_paths():
-  paths = [tree_util.keystr(p, simple=True, separator='.') for p, _ in tree_util.tree_flatten_with_path(Block(random.PRNGKey(0)))[0]]
+  pairs = tree_util.tree_flatten_with_path(Block(random.PRNGKey(0)))[0]
+  paths = [tree_util.keystr(p, simple=True, separator='.') for p, _ in pairs]
   assert paths == ['proj.weight', 'proj.bias', 'scale', 'stack.0.weight', 'stack.0.bias', 'table.a', 'table.b']
 
 def test_static_entries_survive_round_trips():

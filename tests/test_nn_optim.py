@@ -227,7 +227,8 @@ def test_stateful_wrapper_eager():
       grads = tinyjx.grad(loss_fn)(opt.model, x, y)
       new = opt.step(grads)
     assert new is opt.model and float(loss_fn(new, x, y)) < first, make.__name__
-  opt = optim.Muon(nn.Sequential(nn.Linear(3, 4, key=random.PRNGKey(0)), nn.Linear(4, 1, key=random.PRNGKey(1))), lr=0.02)
+  two_layers = nn.Sequential(nn.Linear(3, 4, key=random.PRNGKey(0)), nn.Linear(4, 1, key=random.PRNGKey(1)))
+  opt = optim.Muon(two_layers, lr=0.02)
   first = float(loss_fn(opt.model, x, y))
   for _ in range(5): opt.step(tinyjx.grad(loss_fn)(opt.model, x, y))
   assert float(loss_fn(opt.model, x, y)) < first

@@ -81,8 +81,8 @@ def test_numpy_round_trip_every_dtype(tmp_path, dt):
 
 def test_array_round_trip_f16_bf16(tmp_path):
   x = np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32)
-  tensors = {'f32': jnp.asarray(x), 'f16': jnp.asarray(x, dtype=jnp.float16), 'bf16': jnp.asarray(x, dtype=jnp.bfloat16),
-             'i32': jnp.arange(5), 'b': jnp.asarray([True, False])}
+  tensors = {'f32': jnp.asarray(x), 'f16': jnp.asarray(x, dtype=jnp.float16),
+             'bf16': jnp.asarray(x, dtype=jnp.bfloat16), 'i32': jnp.arange(5), 'b': jnp.asarray([True, False])}
   p = tmp_path / 'a.safetensors'
   safe_save(tensors, p, metadata={'format': 'pt', 'step': '3'})
   back = safe_load(p)

@@ -101,6 +101,17 @@ def test_results_stay_on_their_devices_until_read(device):
   part = tinyjx.pmap(lambda x: x + 1)(jnp.arange(3.0))
   assert part.devices() == set(tinyjx.devices()[:3])
 
+def test_device_put_replicated_and_sharded(device):
+  devs = tinyjx.devices()[:4]
+  params = tinyjx.device_put_replicated({'w': jnp.arange(3.0)}, devs)
+  assert params['w'].shape == (4, 3) and params['w'].devices() == set(devs)
+  shards = tinyjx.device_put_sharded([np.full(2, i, np.float32) for i in range(4)], devs)
+  out = tinyjx.pmap(lambda p, s: p['w'].sum() * s, devices=devs)(params, shards)
+  assert params['w'].uop.op is not Ops.BUFFER and shards.uop.op is not Ops.BUFFER   # used in place
+  close(out, [[0, 0], [3, 3], [6, 6], [9, 9]])
+  with pytest.raises(ValueError, match="2 shards for 4 devices"):
+    tinyjx.device_put_sharded([1.0, 2.0], devs)
+
 def test_one_compile_per_program_and_device_kind(device):
   f = tinyjx.pmap(lambda x: jnp.sin(x) + lax.psum(x, 'i'), axis_name='i')
   f(jnp.arange(4.0))

@@ -25,7 +25,7 @@ from tinyjx.lower.index import build_kernel, NeedsBuffer
 from tinyjx.lower.memory import plan
 from tinyjx.lower.optimize import optimize
 from tinyjx.lower.render import CRenderer
-from tinyjx.lower.runtime import Executable, Slot, KernelCall, step_rules
+from tinyjx.lower.runtime import Executable, Slot, KernelCall, InterpretedStep, step_rules
 from tinyjx.devices.python import NumpyBuffer
 
 @dataclass
@@ -118,11 +118,10 @@ def do_steps_and_memory(st: Lowering) -> Lowering:
       run.kernels.append(next(kernels))
       continue
     run = None
+    outs = [st.slot_of.get(o) for o in it.outs]
     rule = step_rules.get(it.node.op)
-    if rule is None:
-      raise NotImplementedError(f"{it.node.op.name} has no runtime step on compiled devices yet "
-                                "(register one in tinyjx.lower.runtime.step_rules), or run on TINYJX_DEVICE=PYTHON")
-    st.steps.append(rule(it.node, st, [st.slot_of.get(o) for o in it.outs]))
+    if rule is None: st.steps.append(InterpretedStep(it.node, [st.slot_of[s] for s in it.node.src], outs))
+    else: st.steps.append(rule(it.node, st, outs))
   accesses = []
   for s in st.steps:
     if isinstance(s, KernelCall):
@@ -136,8 +135,7 @@ def do_steps_and_memory(st: Lowering) -> Lowering:
 
 def do_render(st: Lowering) -> Lowering:
   entries = [s.kernels for s in st.steps if isinstance(s, KernelCall)]
-  r = CRenderer(); r.sizes = {i: int(np.prod(s.shape)) for i, s in enumerate(st.slots)}
-  st.source = r.render(st.kernels, entries)
+  st.source = CRenderer().render(st.kernels, entries)
   return st
 
 def do_compile(st: Lowering) -> Lowering:

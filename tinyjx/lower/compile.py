@@ -3,8 +3,8 @@
 The compiler is `$CC`, else the first of `cc`, `gcc`, `clang` on PATH. Flags are probed once per compiler
 version (the result is cached): `-O3 -march=native -fopenmp` where the compiler has them, falling back to
 `-fopenmp-simd` and then to no OpenMP; always `-fwrapv` (integer overflow wraps, as numpy's does),
-`-ffp-contract=off` (no fused multiply-add unless a kernel asks for one: results match the reference)
-and `-fno-math-errno`.
+`-ffp-contract=off` (no fused multiply-add unless a kernel asks for one: results match the reference),
+`-fno-math-errno` and `-fno-trapping-math` (neither changes a value; they let conditional code vectorize).
 
 The cache directory is `TINYJX_CACHE_DIR`, else `~/.cache/tinyjx`. It is created with mode 0700 and used
 only if the current user owns it and nobody else can write to it: a library planted by someone else is
@@ -26,7 +26,7 @@ class CompileError(RuntimeError):
   """The C compiler rejected generated source."""
 
 BASE_FLAGS = ['-O3', '-march=native', '-fPIC', '-shared', '-std=gnu11', '-fwrapv', '-fno-strict-aliasing',
-              '-fno-math-errno', '-ffp-contract=off']
+              '-fno-math-errno', '-fno-trapping-math', '-ffp-contract=off']
 _lock = threading.Lock()
 _loaded: dict = {}
 _private_dir: list = []
@@ -54,8 +54,17 @@ def host_cpu() -> str:
   except OSError:
     return platform.machine() + '|' + platform.processor()
 
-PROBE = "#include <math.h>\n#ifdef _OPENMP\n#include <omp.h>\n#endif\nint tjx_probe(int n) { int s = 0;\n" \
-        "#pragma omp parallel for reduction(+:s)\n  for (int i = 0; i < n; i++) s += i;\n  return s + (int)sqrtf(n); }\n"
+PROBE = """#include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+int tjx_probe(int n) {
+  int s = 0;
+#pragma omp parallel for reduction(+:s)
+  for (int i = 0; i < n; i++) s += i;
+  return s + (int)sqrtf(n);
+}
+"""
 
 def workarounds(cc: str) -> list:
   """Flags that keep known compiler bugs away. GCC 12 miscompiles some small conditional loops when it

@@ -47,11 +47,13 @@ class Loop:
 @dataclass(eq=False)
 class Decl:
   acc: UOp                                  # DEFINE_ACC arg (n, alu op): `T acc = identity;`
+  size: int = 0                             # > 0: an array `T acc[size]` of accumulators (see optimize)
 
 @dataclass(eq=False)
 class Update:
   acc: UOp
   value: UOp                                # acc = acc <op> value
+  at: UOp | None = None                     # which element, for an array of accumulators
 
 @dataclass(eq=False)
 class Store:
@@ -163,6 +165,8 @@ class KernelBuilder:
     self.fused[n] = None
     if n.op is Ops.CONST: return scalar(n.arg[0], n.dtype)
     if n.op is Ops.IOTA: return idx[n.arg[1]].cast(n.dtype)
+    if n.op in (Ops.ADD, Ops.OR) and (pieces := self.join_pieces(n)) is not None:
+      return self.join(n, pieces, idx, valid)
     if n.op in GroupOp.Elementwise: return UOp(n.op, n.dtype, tuple(self.value(s, idx, valid) for s in n.src), n.arg)
     if n.op in GroupOp.Movement: return self.view(n, idx, valid)
     if n.op is Ops.REDUCE: return self.accumulate(n, idx, valid)
@@ -176,8 +180,10 @@ class KernelBuilder:
       new = [None] * len(idx)
       for d, p in enumerate(n.arg): new[p] = idx[d]
       return self.value(src, tuple(new), valid)
-    if n.op is Ops.EXPAND: return self.value(src, tuple(sym.const(0) if s == 1 else i for i, s in zip(idx, src.shape)), valid)
-    if n.op is Ops.SHRINK: return self.value(src, tuple(sym.add(i, sym.const(lo)) for i, (lo, _) in zip(idx, n.arg)), valid)
+    if n.op is Ops.EXPAND:
+      return self.value(src, tuple(sym.const(0) if s == 1 else i for i, s in zip(idx, src.shape)), valid)
+    if n.op is Ops.SHRINK:
+      return self.value(src, tuple(sym.add(i, sym.const(lo)) for i, (lo, _) in zip(idx, n.arg)), valid)
     if n.op is Ops.FLIP:
       return self.value(src, tuple(sym.add(sym.const(s - 1), sym.mul(i, -1)) if d in n.arg else i
                                    for d, (i, s) in enumerate(zip(idx, src.shape))), valid)
@@ -187,6 +193,36 @@ class KernelBuilder:
     if ok is TRUE: return self.value(src, new, valid)
     if sym.is_const(ok): return scalar(0, n.dtype)
     return UOp(Ops.WHERE, n.dtype, (ok, self.value(src, new, sym.and_(valid, ok)), scalar(0, n.dtype)))
+
+  def join_pieces(self, n: UOp):
+    """A sum of zero-padded pieces that do not overlap along one axis (how concatenate and stack are built):
+    (axis, [(start, piece source), ...]); else None."""
+    leaves, stack = [], [n]
+    while stack:
+      u = stack.pop()
+      if u.op is n.op and (u is n or u not in self.slots): stack.extend(u.src)
+      else: leaves.append(u)
+    if len(leaves) < 2 or any(u.op is not Ops.PAD or u in self.slots for u in leaves): return None
+    axes = {d for u in leaves for d, p in enumerate(u.arg) if p != (0, 0)}
+    if len(axes) != 1: return None
+    axis = axes.pop()
+    spans = sorted((u.arg[axis][0], u.arg[axis][0] + u.src[0].shape[axis], u.src[0]) for u in leaves)
+    if any(a[1] > b[0] for a, b in zip(spans, spans[1:])): return None
+    return axis, spans
+
+  def join(self, n: UOp, pieces, idx: tuple, valid: UOp) -> UOp:
+    """The piece that covers the index, chosen by its range: one load instead of one per piece. A float piece
+    still gets `+ 0` (as the sum would: -0.0 + 0.0 is +0.0), so the result is bit for bit the sum's."""
+    axis, spans = pieces
+    out = scalar(False if n.dtype.kind == 'b' else 0, n.dtype)
+    for lo, hi, src in reversed(spans):
+      i = sym.add(idx[axis], sym.const(-lo))
+      inside = sym.in_range(i, hi - lo)
+      if sym.is_const(inside) and not inside.arg[0]: continue
+      v = self.value(src, idx[:axis] + (i,) + idx[axis + 1:], sym.and_(valid, inside))
+      if n.dtype.kind != 'b': v = UOp(Ops.ADD, n.dtype, (v, scalar(0, n.dtype)))
+      out = v if inside is TRUE else UOp(Ops.WHERE, n.dtype, (inside, v, out))
+    return out
 
   def gather(self, n: UOp, idx: tuple, valid: UOp) -> UOp:
     x, ind = n.src
@@ -267,9 +303,18 @@ class KernelBuilder:
       ok = sym.in_range(row, x.shape[0])
       at = flat_index((row,) + v[k:], x.shape)
       new = self.value(upd, v)
-      if n.arg != 'set': new = alu(_SCATTER_OPS[n.arg], load(self.glob(n), at, ok), new)
+      old = load(self.glob(n), at, ok)
+      if n.arg != 'set':
+        new = UOp(_SCATTER_OPS[n.arg], n.dtype, (old, new)) if bf16 else alu(_SCATTER_OPS[n.arg], old, new)
       return [Store(self.glob(n), at, new, ok)]
+    # bfloat16 lives in float32 storage: like the reference, duplicates accumulate unrounded, then round once
+    bf16 = n.dtype is dtypes.bfloat16 and n.arg != 'set'
     self.nest(upd.shape, range(upd.ndim), body)
+    if bf16:
+      def round_all(v):
+        at = flat_index(v, x.shape)
+        return [Store(self.glob(n), at, load(self.glob(n), at).cast(dtypes.float32).cast(n.dtype))]
+      self.nest(x.shape, range(x.ndim), round_all)
 
 _SCATTER_OPS = {'add': Ops.ADD, 'mul': Ops.MUL, 'min': Ops.MIN, 'max': Ops.MAX}
 
@@ -294,7 +339,8 @@ def build_kernel(name: str, outs: list, slots: dict) -> Kernel:
       vars_ = [sym.loop_var(i, s) for i, s in enumerate(node.shape)]
       dims = {d for d, v in enumerate(vars_) if v in e.used}
       new_order = _order_for(node.shape, dims)
-      if attempt == 1 or new_order == order or node.op in (Ops.SCATTER, Ops.CUMULATIVE): raise NeedsBuffer(e.node, "no loop order computes it once per element") from None
+      if attempt == 1 or new_order == order or node.op in (Ops.SCATTER, Ops.CUMULATIVE):
+        raise NeedsBuffer(e.node, "no loop order computes it once per element") from None
       order = new_order
   args = [b.globals[s] for s in sorted(b.globals)]
   fused = [n for n in toposort(outs) if n in b.fused or n in outs]

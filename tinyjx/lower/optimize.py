@@ -21,10 +21,14 @@ from tinyjx.lower.symbolic import IDX
 PARALLEL_WORK = 1 << 16          # below this many operations a parallel region costs more than it saves
 MATMUL_MIN_WORK = 1 << 15        # multiply-adds below which the plain loop nest is as fast
 
+NOT_ARITHMETIC = {Ops.CONST, Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_ACC, Ops.DEFINE_GLOBAL, Ops.LOAD, Ops.INDEX}
+
 def expr_cost(u: UOp) -> int:
-  """Arithmetic operations in an expression (index arithmetic and loads are not counted)."""
-  skip = (Ops.CONST, Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_ACC, Ops.DEFINE_GLOBAL, Ops.LOAD)
-  return sum(1 for n in toposort([u]) if n.op not in skip and n.dtype is not IDX and n.dtype is not dtypes.bool_ or n.op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.CMPLE) and n.src[0].dtype is not IDX)
+  """Arithmetic operations on values in an expression (index arithmetic, masks and loads are not counted)."""
+  def counts(n: UOp) -> bool:
+    if n.op in NOT_ARITHMETIC or n.dtype is IDX: return False
+    return n.dtype is not dtypes.bool_ or n.src[0].dtype not in (IDX, dtypes.bool_)
+  return sum(1 for n in toposort([u]) if counts(n))
 
 def work(stmts: list, trips: int = 1) -> int:
   """Estimated operations of a statement list executed `trips` times."""
@@ -38,8 +42,13 @@ def work(stmts: list, trips: int = 1) -> int:
   return total
 
 def mark_parallel(k: Kernel) -> None:
+  if any(isinstance(s, Loop) and s.parallel for s in k.body): return
   for s in k.body:
     if isinstance(s, Loop) and s.size > 1 and work([s]) >= PARALLEL_WORK: s.parallel = True
+
+def _is_reduce_then_store(stmts: list) -> bool:
+  """[Decl(acc), the reduce loops, Store]: the innermost body of a reduction kernel."""
+  return len(stmts) == 3 and isinstance(stmts[0], Decl) and isinstance(stmts[1], Loop) and isinstance(stmts[2], Store)
 
 def _perfect_nest(stmts: list) -> tuple[list, list]:
   """The loops of a chain where each loop holds only the next one, and the innermost body."""
@@ -60,8 +69,7 @@ def _rewrite(u: UOp, mapping: dict) -> UOp: return sym.resimplify(substitute([u]
 def as_matmul(k: Kernel):
   """The kernel as nested batch loops around a `Matmul`, if it is a big enough sum of products; else None."""
   loops, inner = _perfect_nest(k.body)
-  if len(inner) != 3 or not (isinstance(inner[0], Decl) and isinstance(inner[1], Loop) and isinstance(inner[2], Store)):
-    return None
+  if not _is_reduce_then_store(inner): return None
   acc, store = inner[0].acc, inner[2]
   red, body = _perfect_nest([inner[1]])
   if acc.arg[1] is not Ops.ADD or acc.dtype not in (dtypes.float32, dtypes.float64): return None
@@ -80,7 +88,8 @@ def as_matmul(k: Kernel):
   cv = UOp(Ops.SPECIAL, acc.dtype, (), ('cv', 0))
   out_map = {**mi, **mj, acc: cv}
   new_store = Store(store.buf, _rewrite(store.idx, out_map), _rewrite(store.value, out_map), store.valid)
-  mm = Matmul(si.arg[1], sj.arg[1], sk.arg[1], _rewrite(x, {**mi, **mk}), _rewrite(y, {**mj, **mk}), new_store, acc.dtype)
+  x, y = _rewrite(x, {**mi, **mk}), _rewrite(y, {**mj, **mk})
+  mm = Matmul(si.arg[1], sj.arg[1], sk.arg[1], x, y, new_store, acc.dtype)
   batch = [Loop(l.var) for l in loops if l.var not in iv and l.var not in jv]
   stmts: list = [mm]
   for b in reversed(batch): stmts = [Loop(b.var, stmts)]
@@ -88,10 +97,86 @@ def as_matmul(k: Kernel):
     mm.parallel, stmts[0].parallel = False, True       # many small matmuls: one per thread
   return stmts
 
+def _max_var(stmts: list) -> int:
+  out = -1
+  for s in stmts:
+    if isinstance(s, Loop): out = max(out, s.var.arg[0], _max_var(s.body))
+  return out
+
+def _strided_inner(value: UOp, j: UOp, r: UOp) -> bool:
+  """Some load is contiguous along output variable `j` but strided along reduce variable `r`."""
+  for n in toposort([value]):
+    if n.op is not Ops.LOAD: continue
+    terms, _ = sym.linear(n.src[1])
+    if terms.get(j) == 1 and terms.get(r, 0) not in (0, 1): return True
+  return False
+
+def as_column_reduction(k: Kernel):
+  """A reduction whose input is contiguous along an output axis (a sum over rows, `x.sum(0)`) keeps a tile of
+  accumulators along that axis, so the innermost loop reads memory in order and vectorizes."""
+  loops, inner = _perfect_nest(k.body)
+  if not loops or not _is_reduce_then_store(inner): return None
+  acc, store = inner[0].acc, inner[2]
+  red, body = _perfect_nest([inner[1]])
+  if len(body) != 1 or not isinstance(body[0], Update) or not _strided_inner(body[0].value, loops[-1].var, red[-1].var):
+    return None
+  size = loops[-1].size
+  tile = size if size <= 1024 else max((d for d in range(64, 1025) if size % d == 0), default=0)
+  if not tile: return None
+  n = _max_var(k.body) + 1
+  jt = sym.loop_var(n, size // tile) if size > tile else sym.const(0)
+  ju, js = sym.loop_var(n + 1, tile), sym.loop_var(n + 2, tile)
+  j = loops[-1].var
+  def at(v: UOp) -> dict: return {j: sym.add(sym.mul(jt, tile), v)}
+  update = Update(acc, _rewrite(body[0].value, at(ju)), ju)
+  element = UOp(Ops.INDEX, acc.dtype, (acc, js))
+  stored = Store(store.buf, _rewrite(store.idx, at(js)), _rewrite(store.value, {**at(js), acc: element}), store.valid)
+  nest: list = [Loop(ju, [update])]
+  for l in reversed(red): nest = [Loop(l.var, nest)]
+  stmts: list = [Decl(acc, tile), *nest, Loop(js, [stored])]
+  if size > tile: stmts = [Loop(jt, stmts)]
+  for l in reversed(loops[:-1]): stmts = [Loop(l.var, stmts)]
+  return stmts
+
+def _max_acc(stmts: list) -> int:
+  out = -1
+  for s in stmts:
+    if isinstance(s, Decl): out = max(out, s.acc.arg[0])
+    if isinstance(s, Loop): out = max(out, _max_acc(s.body))
+  return out
+
+def split_reductions(k: Kernel) -> None:
+  """A big reduction at the top of a kernel (a full sum) runs as a parallel loop over a fixed number of chunks,
+  each with its own partial result, combined in order afterwards: the result does not depend on the thread
+  count, and every chunk's inner loop still vectorizes."""
+  for pos in range(len(k.body) - 1):
+    decl, loop = k.body[pos], k.body[pos + 1]
+    if not (isinstance(decl, Decl) and not decl.size and isinstance(loop, Loop)): continue
+    if work([loop]) < PARALLEL_WORK: continue
+    red, body = _perfect_nest([loop])
+    if len(body) != 1 or not isinstance(body[0], Update) or body[0].acc is not decl.acc: continue
+    chunks = max((d for d in range(16, 257) if loop.size % d == 0 and loop.size // d >= 16), default=0)
+    if not chunks: continue
+    acc, nv, na = decl.acc, _max_var(k.body) + 1, _max_acc(k.body) + 1
+    c, inner, c2 = sym.loop_var(nv, chunks), sym.loop_var(nv + 1, loop.size // chunks), sym.loop_var(nv + 2, chunks)
+    part = UOp(Ops.DEFINE_ACC, acc.dtype, (), (na, acc.arg[1]))
+    parts = UOp(Ops.DEFINE_ACC, acc.dtype, (), (na + 1, acc.arg[1]))
+    value = _rewrite(body[0].value, {loop.var: sym.add(sym.mul(c, loop.size // chunks), inner)})
+    nest: list = [Update(part, value)]
+    for l in reversed(red[1:]): nest = [Loop(l.var, nest, acc=part if l is red[-1] else None)]
+    nest = [Loop(inner, nest, acc=part if len(red) == 1 else None)]
+    per_chunk = Loop(c, [Decl(part), *nest, Update(parts, part, c)], parallel=True)
+    combine = Loop(c2, [Update(acc, UOp(Ops.INDEX, acc.dtype, (parts, c2)))])
+    k.body[pos + 1:pos + 2] = [Decl(parts, chunks), per_chunk, combine]
+    return
+
 def optimize(k: Kernel, slot_bytes: dict) -> Kernel:
   """Speed decisions for one kernel (in place); also fills in its flops and bytes."""
   k.nbytes = sum(slot_bytes.get(g.arg, 0) for g in k.args)
   if (mm := as_matmul(k)) is not None: k.body = mm
-  else: mark_parallel(k)
+  else:
+    if (col := as_column_reduction(k)) is not None: k.body = col
+    split_reductions(k)
+    mark_parallel(k)
   k.flops = work(k.body)
   return k

@@ -33,8 +33,6 @@ PRELUDE = r"""
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
-#include <stdio.h>
-static inline int64_t TJX_CHK(int64_t i, int64_t n) { if (n >= 0 && (i < 0 || i >= n)) { fprintf(stderr, "OOB %ld of %ld\\n", (long)i, (long)n); abort(); } return i; }
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -73,6 +71,15 @@ static inline T tjx_min_##N(T a, T b) { return (a < b || a != a) ? a : b; } \
 static inline T tjx_sign_##N(T x) { return x > 0 ? ONE : (x < 0 ? -ONE : (x == 0 ? (T)0 : x)); }
 TJX_FLOAT_OPS(float, f32, 1.0f)
 TJX_FLOAT_OPS(double, f64, 1.0)
+/* NaN-propagating max/min as OpenMP reductions, so `omp simd` may vectorize them */
+#pragma omp declare reduction(tjx_max_f32 : float : omp_out = tjx_max_f32(omp_out, omp_in)) \
+  initializer(omp_priv = -INFINITY)
+#pragma omp declare reduction(tjx_min_f32 : float : omp_out = tjx_min_f32(omp_out, omp_in)) \
+  initializer(omp_priv = INFINITY)
+#pragma omp declare reduction(tjx_max_f64 : double : omp_out = tjx_max_f64(omp_out, omp_in)) \
+  initializer(omp_priv = -INFINITY)
+#pragma omp declare reduction(tjx_min_f64 : double : omp_out = tjx_min_f64(omp_out, omp_in)) \
+  initializer(omp_priv = INFINITY)
 #define TJX_INT_OPS(T, U, N, BITS, SIGNED) \
 static inline T tjx_max_##N(T a, T b) { return a > b ? a : b; } \
 static inline T tjx_min_##N(T a, T b) { return a < b ? a : b; } \
@@ -167,28 +174,37 @@ static inline float tjx_tanh_f32(float x) {
    TJX_MR x TJX_NR tile of results in vector registers (the compiler unrolls and vectorizes the q loop) */
 #define TJX_MR 6
 #if defined(__AVX512F__)
-#define TJX_NR_F32 32
+#define TJX_VBYTES 64
 #else
-#define TJX_NR_F32 16
+#define TJX_VBYTES 32
 #endif
-#define TJX_NR_F64 (TJX_NR_F32 / 2)
-#ifdef __FMA__
-#define TJX_FMAD(a, b, c) fma(a, b, c)
+typedef float tjx_vf32 __attribute__((vector_size(TJX_VBYTES)));
+typedef double tjx_vf64 __attribute__((vector_size(TJX_VBYTES)));
+#define TJX_NR_F32 (2 * TJX_VBYTES / 4)
+#define TJX_NR_F64 (2 * TJX_VBYTES / 8)
+#if defined(__clang__)
+#define TJX_CONTRACT_FN
+#define TJX_CONTRACT_BODY _Pragma("clang fp contract(fast)")
 #else
-#define TJX_FMAD(a, b, c) ((a) * (b) + (c))
+#define TJX_CONTRACT_FN __attribute__((optimize("fp-contract=fast")))
+#define TJX_CONTRACT_BODY
 #endif
 static inline void* tjx_alloc(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64 + 64); }
-#define TJX_MICRO(T, N, NR, FMA) \
-static void tjx_mm_##N(int64_t K, const T* restrict a, const T* restrict b, T* restrict c) { \
-  T acc[TJX_MR][NR]; \
-  for (int r = 0; r < TJX_MR; r++) for (int q = 0; q < NR; q++) acc[r][q] = 0; \
-  for (int64_t k = 0; k < K; k++) \
+/* the micro-kernel: 2 x TJX_MR vector accumulators, multiply-adds fused (only here, on purpose) */
+#define TJX_MICRO(T, V, N, NR) \
+TJX_CONTRACT_FN static void tjx_mm_##N(int64_t K, const T* restrict a, const T* restrict b, T* restrict c) { \
+  TJX_CONTRACT_BODY \
+  V acc[TJX_MR][2]; \
+  for (int r = 0; r < TJX_MR; r++) { acc[r][0] = (V){0}; acc[r][1] = (V){0}; } \
+  for (int64_t k = 0; k < K; k++) { \
+    V b0, b1; \
+    memcpy(&b0, b + k * NR, sizeof(V)); memcpy(&b1, b + k * NR + NR / 2, sizeof(V)); \
     for (int r = 0; r < TJX_MR; r++) { \
-      const T av = a[k * TJX_MR + r]; \
-      for (int q = 0; q < NR; q++) acc[r][q] = FMA(av, b[k * NR + q], acc[r][q]); } \
+      V av = (V){0} + a[k * TJX_MR + r]; \
+      acc[r][0] += av * b0; acc[r][1] += av * b1; } } \
   memcpy(c, acc, sizeof acc); }
-TJX_MICRO(float, f32, TJX_NR_F32, TJX_FMA)
-TJX_MICRO(double, f64, TJX_NR_F64, TJX_FMAD)
+TJX_MICRO(float, tjx_vf32, f32, TJX_NR_F32)
+TJX_MICRO(double, tjx_vf64, f64, TJX_NR_F64)
 /* stable merge sort of row indices by key; NaN sorts last ascending and first descending (numpy's order) */
 #define TJX_SORT(K, N, NANS) \
 static void tjx_sort_##N(const K* key, int32_t* idx, int32_t* tmp, int64_t n, int desc) { \
@@ -206,6 +222,19 @@ static void tjx_sort_##N(const K* key, int32_t* idx, int32_t* tmp, int64_t n, in
 TJX_SORT(double, d, 1)
 TJX_SORT(int64_t, i, 0)
 TJX_SORT(uint64_t, u, 0)
+"""
+
+# n > 0: exactly n threads; n == 0: OpenMP's dynamic mode, which uses fewer threads when the machine is busy
+# (its team size follows the load average), so a loaded machine does not stall kernels at their barriers
+SET_THREADS = """int tjx_set_threads(int n) {
+#ifdef _OPENMP
+  omp_set_dynamic(n == 0);
+  if (n > 0) omp_set_num_threads(n);
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
 """
 
 UNARY_F = {Ops.EXP: 'exp', Ops.LOG: 'log', Ops.EXPM1: 'expm1', Ops.LOG1P: 'log1p', Ops.SIN: 'sin', Ops.COS: 'cos',
@@ -252,11 +281,9 @@ class CRenderer:
       parts.append(f"void tjx_run_{e}(void **a) {{\n{calls}}}\n")
     for i, k in enumerate(kernels):
       parts.append(f"void tjx_kernel_{i}(void **a) {{ {k.name}({self.call_args(k)}); }}\n")
-    parts.append("int tjx_set_threads(int n) {\n#ifdef _OPENMP\n  if (n > 0) omp_set_num_threads(n);\n"
-                 "  return omp_get_max_threads();\n#else\n  return 1;\n#endif\n}\n")
+    parts.append(SET_THREADS)
     return "\n".join(parts)
 
-  def nbytes_of(self, g): return self.sizes.get(g.arg, -1)
   def call_args(self, k: Kernel) -> str:
     return ", ".join(f"({self.ptr_type(g, g.arg in k.outs)})a[{g.arg}]" for g in k.args)
 
@@ -294,13 +321,16 @@ class CRenderer:
       lines.append(f"{pad}}}")
     elif isinstance(s, Decl):
       self.scopes[-1].defines.add(s.acc)
-      lines.append(f"{pad}{self.type_names[s.acc.dtype]} {self.name(s.acc)} = {self.const(identity(s.acc.arg[1], s.acc.dtype), s.acc.dtype)};")
+      t, name = self.type_names[s.acc.dtype], self.name(s.acc)
+      init = self.const(identity(s.acc.arg[1], s.acc.dtype), s.acc.dtype)
+      if not s.size: lines.append(f"{pad}{t} {name} = {init};")
+      else: lines.append(f"{pad}{t} {name}[{s.size}]; for (int64_t z = 0; z < {s.size}; z++) {name}[z] = {init};")
     elif isinstance(s, Update):
       v = self.expr(s.value)
-      lines.append(f"{pad}{self.name(s.acc)} = {self.binary(s.acc.arg[1], s.acc.dtype, self.name(s.acc), v)};")
+      ref = self.name(s.acc) if s.at is None else f"{self.name(s.acc)}[{self.expr(s.at)}]"
+      lines.append(f"{pad}{ref} = {self.binary(s.acc.arg[1], s.acc.dtype, ref, v)};")
     elif isinstance(s, Store):
       idx, v = self.expr(s.idx), self.expr(s.value)
-      idx = f"TJX_CHK({idx}, {self.nbytes_of(s.buf)})"
       if s.valid.op is Ops.CONST and not s.valid.arg[0]: return      # a store that never happens
       if s.valid.op is Ops.CONST: lines.append(f"{pad}b{s.buf.arg}[{idx}] = {v};")
       else: lines.append(f"{pad}if ({self.expr(s.valid)}) b{s.buf.arg}[{idx}] = {v};")
@@ -312,10 +342,12 @@ class CRenderer:
     raise NotImplementedError(f"no C rendering for statement {type(s).__name__}")
 
   def simd_reduction(self, loop: Loop) -> str:
+    """Lets the compiler reorder a float reduction into vector lanes (numpy's own sums are not sequential either)."""
     acc = loop.acc
-    if acc.arg[1] in (Ops.ADD, Ops.MUL) and acc.dtype.kind == 'f' and len(loop.body) == 1:
-      return f"#pragma omp simd reduction({'+' if acc.arg[1] is Ops.ADD else '*'}:{self.name(acc)})"
-    return ""
+    if acc.dtype not in (dtypes.float32, dtypes.float64) or len(loop.body) != 1: return ""
+    if acc.arg[1] in (Ops.ADD, Ops.MUL): op = '+' if acc.arg[1] is Ops.ADD else '*'
+    else: op = f"tjx_{acc.arg[1].name.lower()}_{SUFFIX[acc.dtype]}"
+    return f"#pragma omp simd reduction({op}:{self.name(acc)})"
 
   def sort(self, s: Sort, lines: list, pad: str) -> None:
     shape, ax = s.shape, s.axis
@@ -362,12 +394,14 @@ class CRenderer:
               f"#pragma omp parallel if({int(s.parallel)})",
               f"{pad}  {{",
               "#pragma omp for schedule(static)",
-              f"{pad}  for (int64_t jb = 0; jb < NB; jb++) for (int64_t k = 0; k < K; k++) for (int64_t q = 0; q < {nr}; q++) {{",
+              f"{pad}  for (int64_t jb = 0; jb < NB; jb++) for (int64_t k = 0; k < K; k++)",
+              f"{pad}    for (int64_t q = 0; q < {nr}; q++) {{",
               f"{p2}const int64_t j = jb * {nr} + q;",
               f"{p2}if (j < N) {{", *pack_b, f"{p2}}} else pb[(jb * K + k) * {nr} + q] = 0;",
               f"{pad}  }}",
               "#pragma omp for schedule(static)",
-              f"{pad}  for (int64_t ib = 0; ib < MB; ib++) for (int64_t k = 0; k < K; k++) for (int64_t r = 0; r < TJX_MR; r++) {{",
+              f"{pad}  for (int64_t ib = 0; ib < MB; ib++) for (int64_t k = 0; k < K; k++)",
+              f"{pad}    for (int64_t r = 0; r < TJX_MR; r++) {{",
               f"{p2}const int64_t i = ib * TJX_MR + r;",
               f"{p2}if (i < M) {{", *pack_a, f"{p2}}} else pa[(ib * K + k) * TJX_MR + r] = 0;",
               f"{pad}  }}",
@@ -439,9 +473,10 @@ class CRenderer:
   def render_node(self, u: UOp) -> str:
     if u.op in (Ops.RANGE, Ops.DEFINE_ACC, Ops.SPECIAL): return self.name(u)
     if u.op is Ops.CONST: return self.const(u.arg[0], u.dtype)
+    if u.op is Ops.INDEX: return f"{self.name(u.src[0])}[{self.expr(u.src[1])}]"
     if u.op is Ops.LOAD:
       src = [self.expr(s) for s in u.src[1:]]
-      ref = f"b{u.src[0].arg}[TJX_CHK({src[0]}, {self.nbytes_of(u.src[0])})]"
+      ref = f"b{u.src[0].arg}[{src[0]}]"
       return ref if len(src) == 1 else f"({src[1]} ? {ref} : {self.const(0, u.dtype)})"
     src = [self.expr(s) for s in u.src]
     if u.op is Ops.WHERE: return f"({src[0]} ? {src[1]} : {src[2]})"
@@ -509,7 +544,7 @@ def _count_uses(stmts: list) -> dict:
   def walk(ss):
     for s in ss:
       if isinstance(s, Loop): walk(s.body)
-      elif isinstance(s, Update): roots.append(s.value)
+      elif isinstance(s, Update): roots.extend([s.value] + ([s.at] if s.at is not None else []))
       elif isinstance(s, Store): roots.extend([s.idx, s.value, s.valid])
       elif isinstance(s, Matmul): roots.extend([s.x, s.y, s.store.idx, s.store.value, s.store.valid])
   walk(stmts)

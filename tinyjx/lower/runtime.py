@@ -15,7 +15,8 @@ The step interface, for runtime steps that are not kernels (control flow, collec
 `frame.ptrs` the ctypes pointer table kernels receive. A step writes its results into the arrays of its
 output slots (`np.copyto`), which are allocated before it runs. `step_rules[op](node, program, slots)`
 builds the step for a scheduled node of kind `op` (COND, WHILE, SCAN, collectives ...): that table is how
-the control-flow and collective layers plug their runtime steps in. `KernelCall` (a run of consecutive
+the control-flow and collective layers plug their runtime steps in. A kind with no entry runs as an
+`InterpretedStep` (the PYTHON device's rule on the step's buffers), correct but not compiled. `KernelCall` (a run of consecutive
 kernels, one foreign call into the generated `tjx_run_N` entry) is the step every program has.
 """
 from __future__ import annotations
@@ -44,6 +45,21 @@ class KernelCall:
   writes: set = field(default_factory=set)
   fn: object = None
   def run(self, frame: 'Frame') -> None: self.fn(frame.ptrs)
+
+class InterpretedStep:
+  """A node kind without a compiled step (control flow, collectives, until their layers register one) runs
+  through the PYTHON device's rule for it, on the numpy arrays of its input and output slots."""
+  def __init__(self, node, in_slots: list, out_slots: list):
+    self.node, self.in_slots, self.out_slots = node, in_slots, out_slots
+    self.reads, self.writes = set(in_slots), {s for s in out_slots if s is not None}
+  def run(self, frame: 'Frame') -> None:
+    from tinyjx.devices.python import python_rules, _finish
+    rule = python_rules.get(self.node.op)
+    if rule is None: raise NotImplementedError(f"{self.node.op.name} has no runtime step and no reference rule")
+    with np.errstate(all='ignore'):
+      out = _finish(self.node, rule(self.node, *[frame.array(s) for s in self.in_slots]))
+    for slot, value in zip(self.out_slots, out if isinstance(out, tuple) else (out,)):
+      if slot is not None: np.copyto(frame.array(slot), np.asarray(value).reshape(frame.exe.slots[slot].shape))
 
 class Frame:
   """The buffers of one run: `ptrs` for kernels, `array(slot)` for runtime steps."""
@@ -76,6 +92,7 @@ class Executable:
       if isinstance(st, KernelCall): st.fn = getattr(lib, f"tjx_run_{st.entry}")
     self._kernel_fns = [getattr(lib, f"tjx_kernel_{i}") for i in range(len(self.kernels))]
     self._out_arrays = [(s, self.slots[s].shape, _storage(self.slots[s].dtype)) for s in program.out_slots]
+    self._out_index = {s: i for i, s in enumerate(program.out_slots)}
     self.n_intermediates = sum(1 for s in self.slots if s.kind == 'tmp')
 
   def _fill_arena(self, ptrs, arena: np.ndarray) -> None:
@@ -94,9 +111,8 @@ class Executable:
         ptrs, arena = self._ptr_type.from_buffer_copy(self._template), np.empty(self.arena_bytes, np.uint8)
         self._fill_arena(ptrs, arena)
       arrays: list = [None] * len(self.slots)
-      for s, b in zip(prog.in_slots, inputs):
-        a = b.numpy()
-        arrays[s] = a
+      for i, (s, b) in enumerate(zip(prog.in_slots, inputs)):
+        arrays[s] = a = self._bind(i, s, b.numpy())
         ptrs[s] = a.ctypes.data
       outs = []
       for s, shape, npdt in self._out_arrays:
@@ -114,11 +130,20 @@ class Executable:
     _count(prog)
     return self._results(inputs, outs, arrays)
 
+  def _bind(self, i: int, slot: int, a: np.ndarray) -> np.ndarray:
+    """Input `i` as the contiguous array of the program's dtype that kernels read through a plain pointer."""
+    want = self.slots[slot]
+    if a.size != int(np.prod(want.shape)):
+      raise TypeError(f"input {i} has shape {a.shape}, but this executable was compiled for shape {want.shape} "
+                      f"({want.dtype}); compile it again for the new shape")
+    if a.dtype != _storage(want.dtype) or not a.flags.c_contiguous: a = np.ascontiguousarray(a, _storage(want.dtype))
+    return a
+
   def _results(self, inputs, outs, arrays) -> list:
     """One fresh Buffer per jaxpr output (outputs that are inputs, constants or repeats are copied)."""
     prog, name, res = self.program, self.device.name, []
     for kind, ref, dt in prog.out_plan:
-      if kind == 'slot': a = outs[prog.out_slots.index(ref)]
+      if kind == 'slot': a = outs[self._out_index[ref]]
       elif kind == 'input': a = np.array(inputs[ref].numpy(), copy=True)
       elif kind == 'const': a = np.array(self._const_arrays[ref], copy=True)
       else: a = np.array(res[ref].data, copy=True)

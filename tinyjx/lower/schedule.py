@@ -77,18 +77,54 @@ def _worth_buffer(n: UOp, users: dict) -> bool:
   if n.op is Ops.REDUCE: return True
   return n.op in EXPENSIVE and n.size >= 1024 and _views_of(n, users) > 1
 
+MAX_OUTPUTS = 8   # outputs one elementwise kernel may write
+
+def _reads(n: UOp, m: set) -> set:
+  """The buffers (inputs and materialized nodes) the kernel computing `n` reads."""
+  out, seen, stack = set(), {n}, list(n.src)
+  while stack:
+    u = stack.pop()
+    if u in seen: continue
+    seen.add(u)
+    if u in m or u.op in INPUT_OPS: out.add(u)
+    else: stack.extend(u.src)
+  return out
+
+def _joins(n: UOp, item: KernelItem, reads: dict, position: dict, here: int) -> bool:
+  """Whether elementwise node `n` can be computed by the (earlier) kernel `item`, in the same loops."""
+  first = item.outs[0]
+  if n.shape != first.shape or len(item.outs) >= MAX_OUTPUTS or first.op in OWN_KERNEL or first.op is Ops.REDUCE:
+    return False
+  if not reads[n] & set().union(*(reads[o] for o in item.outs)): return False
+  # a member the node reads is recomputed in place by the kernel (its own outputs are never loaded)
+  return all(position.get(d, -1) < here or d in item.outs for d in reads[n])
+
 def schedule(roots: list, forced: set = frozenset()) -> list:
-  """Kernels and steps, in dependency order, that compute every materialized node of `roots`."""
+  """Kernels and steps, in dependency order, that compute every materialized node of `roots`.
+
+  Elementwise outputs of one shape that read a common buffer share a kernel (horizontal fusion: the
+  three updates of an Adam step read the gradient once) when that keeps every dependency in order."""
   m = decide_buffers(roots, set(forced))
-  items, steps = [], {}
+  items, steps, position, reads = [], {}, {}, {}
   for n in toposort(roots):
     if n not in m: continue
     if n.op is Ops.GETITEM:
       steps[n.src[0]].outs[n.arg] = n
+      position[n] = position[n.src[0]]
     elif n.op in STEP_OPS:
       from tinyjx.uop import out_avals
       steps[n] = StepItem(n, [None] * len(out_avals(n)) if n.op in GroupOp.MultiOutput else [n])
+      position[n] = len(items)
       items.append(steps[n])
     else:
+      reads[n] = _reads(n, m)
+      if n.op not in OWN_KERNEL and n.op is not Ops.REDUCE:
+        target = next((i for i in range(len(items) - 1, max(len(items) - 16, 0) - 1, -1)
+                       if isinstance(items[i], KernelItem) and _joins(n, items[i], reads, position, i)), None)
+        if target is not None:
+          items[target].outs.append(n)
+          position[n] = target
+          continue
+      position[n] = len(items)
       items.append(KernelItem([n]))
   return items

@@ -66,7 +66,8 @@ def reduce_unit_axes(x: UOp, r: UOp):
   """A reduction over size-1 axes is a reshape (not a float sum: 0 + -0.0 is +0.0)."""
   if r.arg[0] is Ops.ADD and x.dtype.kind == 'f': return None
   return x.reshape(r.shape) if all(x.shape[a] == 1 for a in r.arg[1]) else None
-def reduce_const(c: UOp, r: UOp): return UOp.const(c.arg[0], r.dtype, r.shape) if r.arg[0] in (Ops.MAX, Ops.MIN) else None
+def reduce_const(c: UOp, r: UOp):
+  return UOp.const(c.arg[0], r.dtype, r.shape) if r.arg[0] in (Ops.MAX, Ops.MIN) else None
 def where_const(c: UOp, a: UOp, b: UOp): return a if c.arg[0] else b
 
 def inline_call(call: UOp, g: UOp) -> UOp:
@@ -76,7 +77,8 @@ def inline_call(call: UOp, g: UOp) -> UOp:
 x, c = UPat.var('x'), UPat.cvar('c')
 pm_simplify = PatternMatcher([
   (UPat((Ops.TAG, Ops.NOOP), src=(x,)), lambda x: x),
-  (UPat(Ops.GETITEM, src=(UPat((Ops.CUSTOM_JVP, Ops.CUSTOM_VJP, Ops.CHECKPOINT), name='call'),), name='g'), inline_call),
+  (UPat(Ops.GETITEM, src=(UPat((Ops.CUSTOM_JVP, Ops.CUSTOM_VJP, Ops.CHECKPOINT), name='call'),), name='g'),
+   inline_call),
   (UPat(GroupOp.Elementwise - {Ops.BITCAST}, name='x'), fold),
   (UPat(Ops.ADD, src=(x, c), commutative=True), add_zero),
   (UPat(Ops.SUB, src=(x, c)), sub_zero),

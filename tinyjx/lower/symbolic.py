@@ -34,7 +34,9 @@ def bounds(x: UOp) -> tuple[int, int]:
 
 def _dtype_bounds(d) -> tuple[int, int]:
   if d.kind == 'b': return (0, 1)
-  if d.kind in 'iu': return (0 if d.kind == 'u' else -(1 << (8 * d.itemsize - 1)), (1 << (8 * d.itemsize - (d.kind == 'i'))) - 1)
+  bits = 8 * d.itemsize
+  if d.kind == 'u': return (0, (1 << bits) - 1)
+  if d.kind == 'i': return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
   return (-_BIG, _BIG)
 
 def _compute_bounds(x: UOp) -> tuple[int, int]:
@@ -45,7 +47,9 @@ def _compute_bounds(x: UOp) -> tuple[int, int]:
   if x.op is Ops.MUL:
     corners = [p * q for p in b[0] for q in b[1]]
     return (min(corners), max(corners))
-  if x.op is Ops.DIV and is_const(x.src[1]) and b[0][0] >= 0: return (b[0][0] // x.src[1].arg[0], b[0][1] // x.src[1].arg[0])
+  if x.op is Ops.DIV and is_const(x.src[1]) and b[0][0] >= 0:
+    d = x.src[1].arg[0]
+    return (b[0][0] // d, b[0][1] // d)
   if x.op is Ops.REM and is_const(x.src[1]) and b[0][0] >= 0: return (0, min(b[0][1], x.src[1].arg[0] - 1))
   if x.op is Ops.MAX: return (max(b[0][0], b[1][0]), max(b[0][1], b[1][1]))
   if x.op is Ops.MIN: return (min(b[0][0], b[1][0]), min(b[0][1], b[1][1]))
@@ -186,7 +190,7 @@ def loop_vars(x: UOp) -> set:
   """The loop variables and template variables `x` depends on."""
   return {n for n in toposort([x]) if n.op in (Ops.RANGE, Ops.SPECIAL)}
 
-_SYM = {Ops.ADD: '+', Ops.MUL: '*', Ops.DIV: '/', Ops.REM: '%', Ops.CMPLT: '<', Ops.AND: '&&', Ops.MAX: 'max', Ops.MIN: 'min'}
+_SYM = {Ops.ADD: '+', Ops.MUL: '*', Ops.DIV: '/', Ops.REM: '%', Ops.CMPLT: '<', Ops.AND: '&&'}
 def pretty(x: UOp) -> str:
   """Index arithmetic as readable text: `(i0*25+i1+28)/5%5`."""
   if x.op is Ops.CONST: return str(x.arg[0])

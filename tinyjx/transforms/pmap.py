@@ -29,7 +29,7 @@ Collective rules, one entry per op in each table:
 - jvp: the linear collectives apply themselves to the tangent; pmax and pmin take the tangent where the extreme is.
 """
 from __future__ import annotations
-import concurrent.futures, functools, threading
+import concurrent.futures, functools, threading, weakref
 import numpy as np
 from tinyjx import array, collectives, counters, devices as devices_mod, devices_api, distributed, dtypes
 from tinyjx import settings, tracing, tree_util
@@ -187,7 +187,8 @@ FIX = ("inside pmap each device traces one entry of the mapped axis, so a Python
        "one path for all of them; use jnp.where or lax.cond, or pass the argument with "
        "static_broadcasted_argnums if it is a Python value")
 _OUTER_FLAGS = frozenset({'PARAM', 'TAG'})
-_executables: dict = {}   # (jaxpr.key, device kind, x64) -> Executable: equal programs share one
+# (jaxpr.key, device kind, x64) -> Executable: equal programs share one, for as long as some pmap uses it
+_executables: 'weakref.WeakValueDictionary' = weakref.WeakValueDictionary()
 
 counters.define('pmap_traces', "Python functions traced by pmap")
 counters.define('pmap_compiles', "executables built for pmap (one per program and device kind)")
@@ -340,10 +341,11 @@ class PmapFunction:
 
   def _compile(self, jaxpr, dev):
     content = (jaxpr.key, dev.kind, settings.get('JAX_ENABLE_X64'))
-    if content not in _executables:
+    exe = _executables.get(content)
+    if exe is None:
       counters.add('pmap_compiles')
-      _executables[content] = devices_mod.get(dev.name).compile_jaxpr(jaxpr)
-    return _executables[content]
+      exe = _executables[content] = devices_mod.get(dev.name).compile_jaxpr(jaxpr)
+    return exe
 
   def _gather(self):
     if distributed.process_count() == 1: return None
