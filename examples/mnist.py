@@ -59,7 +59,7 @@ def progress(step: int, total: int, loss: float, acc: float, rate: float, width:
 
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument('--steps', type=int, default=700, help='training steps (default 700)')
+  ap.add_argument('--steps', type=int, default=1200, help='training steps (default 1200)')
   ap.add_argument('--batch-size', type=int, default=256, help='examples per step (default 256)')
   ap.add_argument('--lr', type=float, default=3e-3, help='peak learning rate of the warmup-cosine schedule')
   ap.add_argument('--dataset', choices=('fashion', 'mnist'), default='fashion')

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tinyjx
 import tinyjx.numpy as jnp
-from tinyjx import dtypes, counters, devices
+from tinyjx import dtypes, counters
 from tinyjx.devices.python import NumpyBuffer
 from tinyjx.lower import compile as comp
 
@@ -150,8 +150,25 @@ def test_a_warm_cache_skips_the_compiler_in_a_new_process(cpu, tmp_path):
     comp._build = lambda *a: (calls.append(1), build(*a))[1]
     print(float(jnp.sum(jnp.exp(jnp.asarray(np.arange(5.0, dtype=np.float32))))), len(calls))
   """)
-  env = dict(os.environ, TINYJX_CACHE_DIR=str(tmp_path / "c"), PYTHONPATH=os.getcwd())
+  env = dict(os.environ, TINYJX_CACHE_DIR=str(tmp_path / "c"), PYTHONPATH=os.getcwd(), TINYJX_EAGER_COMPILE_MS='0')
   runs = [subprocess.run([sys.executable, '-c', script], env=env, capture_output=True, text=True) for _ in range(2)]
   for r in runs: assert r.returncode == 0, r.stderr
   (v1, n1), (v2, n2) = [r.stdout.split() for r in runs]
   assert v1 == v2 and int(n1) >= 1 and int(n2) == 0
+
+def test_without_a_compiler_the_interpreter_is_the_default(tmp_path):
+  script = textwrap.dedent("""
+    import numpy as np, tinyjx, tinyjx.numpy as jnp
+    from tinyjx import devices
+    from tinyjx.lower.compile import NoCompilerError
+    print(devices.default_name(), float(jnp.sum(jnp.arange(4.0) * 2)))
+    try:
+      devices.get('CPU').run_graph([(jnp.arange(3.0) + 1).uop])
+    except NoCompilerError as e:
+      print('error:', 'apt-get install gcc' in str(e))
+  """)
+  env = {k: v for k, v in os.environ.items() if k not in ('CC', 'TINYJX_DEVICE')}
+  env.update(PATH=str(tmp_path), PYTHONPATH=os.getcwd())
+  r = subprocess.run([sys.executable, '-c', script], env=env, capture_output=True, text=True)
+  assert r.returncode == 0, r.stderr
+  assert r.stdout.split() == ['PYTHON', '12.0', 'error:', 'True']

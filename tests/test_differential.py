@@ -7,7 +7,6 @@ compiled program so the suite calls the C compiler only a few times.
 """
 import math
 import numpy as np
-import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 import tinyjx
 import tinyjx.numpy as jnp
@@ -42,9 +41,12 @@ def edge_values(dt, n=24, seed=0) -> np.ndarray:
 def buf(values: np.ndarray, dt) -> UOp:
   return buffer_uop(NumpyBuffer('CPU:0', np.ascontiguousarray(values.astype(dt.np)), dt))
 
+COMPILED = dict(TINYJX_DEVICE='CPU', TINYJX_EAGER_COMPILE_MS=0)   # eager graphs compile at once
+
 def run_both(roots: list) -> tuple[list, list]:
-  """Values of `roots` computed by the CPU device (one program) and by the PYTHON device."""
-  cpu = devices.get('CPU').run_graph(roots)
+  """Values of `roots` computed by the CPU device (one compiled program) and by the PYTHON device."""
+  with tinyjx.Context(**COMPILED):
+    cpu = devices.get('CPU').run_graph(roots)
   ref = devices.get('PYTHON').run_graph(roots)
   return [b.numpy() for b in cpu], [b.numpy() for b in ref]
 
@@ -134,7 +136,7 @@ def test_documented_edge_semantics_known_answers(cpu):
   i32 = lambda v: jnp.asarray(np.array(v, np.int32))
   f32 = lambda v: jnp.asarray(np.array(v, np.float32))
   imin = -2 ** 31
-  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+  with tinyjx.Context(**COMPILED):
     got = {
       'div0': (i32([7, -7, 0]) // 1 * 0 + lax_div(i32([7, -7, 0]), i32([0, 0, 0]))).tolist(),
       'min_div': lax_div(i32([imin]), i32([-1])).tolist(),
@@ -174,7 +176,7 @@ def lax_rem(a, b): return tinyjx.Array(UOp(Ops.REM, a.dtype, (a.uop, b.uop)))
 
 def test_float16_buffers_are_two_bytes_and_round_trip(cpu):
   x = np.array([1.0, 65504.0, 6e-8, -0.0, np.inf], np.float16)
-  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+  with tinyjx.Context(**COMPILED):
     y = jnp.asarray(x) * jnp.asarray(np.float16(1.0))
     out = np.asarray(y)
   assert out.dtype == np.float16 and out.nbytes == 10
@@ -249,3 +251,20 @@ def test_random_graphs_match_the_reference(g):
   for g_, w in zip(got, want):
     scale = max(1.0, float(np.nanmax(np.abs(w)))) if w.size and np.isfinite(w).any() else 1.0
     np.testing.assert_allclose(g_, w, rtol=1e-4, atol=1e-4 * scale)
+
+def test_parallel_kernels_match_the_reference(cpu):
+  """Sizes past the parallel threshold: parallel loops, chunked full reductions, column reductions, matmul
+  tiles and a scatter whose duplicate updates must stay in order."""
+  rng = np.random.default_rng(7)
+  x = buf(rng.standard_normal((300, 700)), D.float32)
+  w = buf(rng.standard_normal((700, 150)), D.float32)
+  idx = buf(rng.integers(0, 4, (5000,)), D.int32)
+  upd = buf(rng.standard_normal((5000, 700)), D.float32)
+  roots = [x.reduce(Ops.ADD, (0,)), x.reduce(Ops.MAX, (1,)), x.reduce(Ops.ADD, (0, 1)),
+           UOp(Ops.EXP, D.float32, (x,)).reduce(Ops.MIN, (0, 1)),
+           UOp(Ops.DOT_GENERAL, D.float32, (x, w), (((1,), (0,)), ((), ()))),
+           UOp(Ops.SCATTER, D.float32, (x.shrink(((0, 4), (0, 700))), idx, upd), 'add'),
+           UOp(Ops.CUMULATIVE, D.float32, (x,), (Ops.ADD, 0, False))]
+  names = ['column sum', 'row max', 'full sum', 'full min of exp', 'matmul', 'scatter add', 'cumsum']
+  with tinyjx.Context(TINYJX_THREADS=2):             # several threads even on a busy machine
+    check(names, roots, approx=lambda r, name: 'sum' if name != 'row max' else False)

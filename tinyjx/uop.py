@@ -123,10 +123,24 @@ class UOp:
     """A node like this one with some of op, dtype, src, arg changed."""
     return UOp(kw.get('op', self.op), kw.get('dtype', self.dtype), kw.get('src', self.src), kw.get('arg', self.arg))
 
-  # --- derived facts, computed once per node ---
+  # --- derived facts, computed once per node (sources first, by a loop: deep graphs need no deep recursion) ---
+  def _sources_first(self, slot: str, prop: str) -> None:
+    order, seen, stack = [], set(), [(s, False) for s in self.src]
+    while stack:
+      node, expanded = stack.pop()
+      if expanded: order.append(node); continue
+      if node in seen or getattr(node, slot) is not None: continue
+      if prop == 'shape' and node.op in GroupOp.MultiOutput: continue
+      seen.add(node)
+      stack.append((node, True))
+      stack.extend((s, False) for s in node.src)
+    for node in order: getattr(node, prop)
+
   @property
   def shape(self) -> tuple:
-    if self._shape is None: object.__setattr__(self, '_shape', tuple(shape_rules[self.op](self)))
+    if self._shape is None:
+      self._sources_first('_shape', 'shape')
+      object.__setattr__(self, '_shape', tuple(shape_rules[self.op](self)))
     return self._shape
   @property
   def ndim(self) -> int: return len(self.shape)
@@ -137,6 +151,7 @@ class UOp:
   def key(self) -> str:
     """Content hash of the whole graph below this node (hex sha256 prefix): the key for every cache."""
     if self._key is None:
+      self._sources_first('_key', 'key')
       h = hashlib.sha256(f"{self.op.name}|{self.dtype}|{_arg_text(self.arg)}".encode())
       for s in self.src: h.update(s.key.encode())
       object.__setattr__(self, '_key', h.hexdigest()[:32])
@@ -146,6 +161,7 @@ class UOp:
   def flags(self) -> frozenset:
     """Leaf kinds reachable from here ('PARAM', 'TAG', 'BUFFER' ...): concreteness and tag checks are O(1)."""
     if self._flags is None:
+      self._sources_first('_flags', 'flags')
       own = {self.op.name} if self.op in (Ops.PARAM, Ops.TAG, Ops.BUFFER) or self.op in GroupOp.Collective else set()
       for s in self.src: own |= s.flags
       for sub in _sub_jaxpr_outs(self): own |= sub.flags - {'PARAM'}

@@ -9,18 +9,23 @@ Eager realization goes through the same pipeline: `realize(device, roots)` (regi
 `devices.lowering_hook`) turns the BUFFER leaves of a concrete graph into parameters and lifts its
 scalar constants into parameters too, so a program is compiled once per graph *structure* (not per
 buffer or per Python scalar) and cached in memory by that structure's key; the disk cache below it
-makes a new process skip the compiler.
+makes a new process skip the compiler. Eager execution is tiered like a JIT: a C compiler call costs about
+0.1 s, more than most one-off eager computations, so a structure runs on the reference interpreter until it
+has spent `TINYJX_EAGER_COMPILE_MS` (default 50) milliseconds there, and is compiled then (0: compile at
+once). A loop over big arrays compiles its body on the second iteration; one-off and tiny computations never
+pay for the compiler. Results agree either way: the compiled kernels implement the interpreter's semantics,
+which the differential tests check (up to the rounding of sums and transcendental functions).
 """
 from __future__ import annotations
-import hashlib, math
+import math, threading, time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 import numpy as np
-from tinyjx import dtypes, settings as config, array, devices
+from tinyjx import settings as config, array, devices
 from tinyjx.uop import UOp, Ops, toposort, substitute
 from tinyjx.rewrite import graph_rewrite
 from tinyjx.lower.simplify import pm_simplify, pm_decompose, fold_permutes
-from tinyjx.lower.schedule import schedule, KernelItem, StepItem, INPUT_OPS
+from tinyjx.lower.schedule import schedule, KernelItem
 from tinyjx.lower.index import build_kernel, NeedsBuffer
 from tinyjx.lower.memory import plan
 from tinyjx.lower.optimize import optimize
@@ -68,7 +73,7 @@ def do_schedule_and_index(st: Lowering) -> Lowering:
     st.items = schedule(st.roots, forced)
     assign_slots(st)
     try:
-      st.kernels = [build_kernel(f"k{i}_{_kernel_label(it.outs[0])}", it.outs, st.slot_of)
+      st.kernels = [build_kernel(f"k{i}_{_kernel_label(it.outs[0])}", it.outs, st.slot_of, it.inline)
                     for i, it in enumerate(x for x in st.items if isinstance(x, KernelItem))]
       return st
     except NeedsBuffer as e:
@@ -153,7 +158,15 @@ PASSES = [
 ]
 
 def lower(device, params: list, outs: list) -> Lowering:
-  """Run every pass on the program `params -> outs`; returns the final state (kernels, source, library)."""
+  """Run every pass on the program `params -> outs`; returns the final state (kernels, source, library).
+
+  >>> import tinyjx, tinyjx.numpy as jnp
+  >>> from tinyjx import devices
+  >>> jaxpr = tinyjx.make_jaxpr(lambda x: jnp.exp(x * 2).sum())(jnp.ones(8))
+  >>> st = lower(devices.get('CPU'), jaxpr.params, jaxpr.outs)
+  >>> [k.name for k in st.kernels]
+  ['k0_reduce_sum']
+  """
   st = Lowering(device, list(params), list(outs))
   for name, fn in PASSES:
     st = fn(st)
@@ -163,7 +176,15 @@ def lower(device, params: list, outs: list) -> Lowering:
   return st
 
 def compile_jaxpr(device, jaxpr) -> Executable:
-  """`device.compile_jaxpr` for compiled devices: lower and compile `jaxpr` (params in, outs out)."""
+  """`device.compile_jaxpr` for compiled devices: lower and compile `jaxpr` (params in, outs out).
+
+  >>> import numpy as np, tinyjx, tinyjx.numpy as jnp
+  >>> from tinyjx import devices, dtypes
+  >>> cpu = devices.get('CPU')
+  >>> exe = compile_jaxpr(cpu, tinyjx.make_jaxpr(lambda x: x * 2 + 1)(jnp.ones(3)))
+  >>> exe.run([cpu.from_numpy(np.arange(3, dtype=np.float32), dtypes.float32)])[0].numpy()
+  array([1., 3., 5.], dtype=float32)
+  """
   st = lower(device, jaxpr.params, jaxpr.outs)
   return Executable(device, st, st.lib)
 
@@ -177,25 +198,24 @@ def kernel_report(st: Lowering) -> str:
   return "\n".join(lines)
 
 def _describe(st: Lowering) -> str:
-  if st.source: return st.source[-2000:]
+  """What a pass produced (DEBUG>=5): the graph as a jaxpr, then the kernels, then the source without its prelude."""
+  from tinyjx.tracing import Jaxpr, pretty
+  if st.source: return st.source[st.source.find("static void k"):]
   if st.kernels: return kernel_report(st)
-  if st.items: return "\n".join(f"  {type(i).__name__} {[prim_name_safe(o) for o in i.outs]}" for i in st.items)
-  return "\n".join(f"  {n}" for n in toposort(st.roots))
-
-def prim_name_safe(n) -> str:
-  from tinyjx.tracing import prim_name
-  return prim_name(n) if n is not None else "-"
+  return pretty(Jaxpr(st.params, st.roots, name="lowering"))
 
 # --- eager realization ---
 KEEP_CONSTS = {0, 1, -1, 2, 0.5}
 _eager: 'OrderedDict[tuple, Executable]' = OrderedDict()
+_seen: 'OrderedDict[tuple, float]' = OrderedDict()   # seconds each not yet compiled structure spent interpreted
 EAGER_CACHE_SIZE = 2048
+_eager_lock = threading.Lock()
 
 def _liftable(n: UOp) -> bool:
   v = n.arg[0]
   return n.dtype.kind in 'iuf' and not (isinstance(v, float) and not math.isfinite(v)) and v not in KEEP_CONSTS
 
-def normalize(roots: list) -> tuple[list, list, list]:
+def normalize(roots: list, device: str = 'CPU') -> tuple[list, list, list]:
   """The graph with BUFFER leaves and scalar constants as PARAMs; returns (params, outs, input buffers)."""
   params, bufs, mapping = [], [], {}
   for n in toposort(roots):
@@ -205,21 +225,39 @@ def normalize(roots: list) -> tuple[list, list, list]:
     elif n.op is Ops.CONST and _liftable(n):
       p = UOp(Ops.PARAM, n.dtype, (), (len(params), (), 0))
       mapping[n] = p.reshape((1,) * len(n.shape)).expand(n.shape)
-      params.append(p); bufs.append(NumpyBuffer('CPU', np.array(n.arg[0], dtype=n.dtype.np), n.dtype))
+      params.append(p); bufs.append(NumpyBuffer(device, np.array(n.arg[0], dtype=n.dtype.np), n.dtype))
   return params, substitute(roots, mapping), bufs
 
 def realize(device, roots: list) -> list:
-  """`devices.lowering_hook`: compute the concrete graphs `roots` on a compiled device."""
+  """`devices.lowering_hook`: compute the concrete graphs `roots` on a compiled device (see the module doc)."""
   roots = list(graph_rewrite(roots, pm_simplify, name="simplify"))
-  params, outs, bufs = normalize(roots)
+  params, outs, bufs = normalize(roots, device.name)
   key = (device.name, config.get('JAX_ENABLE_X64')) + tuple(o.key for o in outs)
-  exe = _eager.get(key)
+  with _eager_lock:
+    exe = _eager.get(key)
+    if exe is not None: _eager.move_to_end(key)
+    spent = _seen.get(key, 0.0)
+  if exe is None and spent * 1000 < config.get('TINYJX_EAGER_COMPILE_MS'):
+    start = time.perf_counter()
+    out = interpret(device, params, outs, bufs)
+    with _eager_lock:
+      _seen[key] = _seen.pop(key, 0.0) + time.perf_counter() - start
+      if len(_seen) > 4 * EAGER_CACHE_SIZE: _seen.popitem(last=False)
+    return out
   if exe is None:
     from tinyjx.tracing import Jaxpr
-    exe = _eager[key] = device.compile_jaxpr(Jaxpr(params, outs, name="eager"))
-    if len(_eager) > EAGER_CACHE_SIZE: _eager.popitem(last=False)
-  else: _eager.move_to_end(key)
+    exe = device.compile_jaxpr(Jaxpr(params, outs, name="eager"))
+    with _eager_lock:
+      _seen.pop(key, None)
+      _eager[key] = exe
+      if len(_eager) > EAGER_CACHE_SIZE: _eager.popitem(last=False)
   return exe.run(bufs)
+
+def interpret(device, params: list, outs: list, bufs: list) -> list:
+  """The program run by the reference interpreter, with results as buffers of `device`."""
+  from tinyjx.devices.python import evaluate
+  values = evaluate(outs, {p: b.numpy() for p, b in zip(params, bufs)})
+  return [NumpyBuffer(device.name, np.ascontiguousarray(v).reshape(o.shape), o.dtype) for v, o in zip(values, outs)]
 
 def _register() -> None:
   from tinyjx.devices import cpu

@@ -68,11 +68,13 @@ int tjx_probe(int n) {
 
 def workarounds(cc: str) -> list:
   """Flags that keep known compiler bugs away. GCC 12 miscompiles some small conditional loops when it
-  vectorizes them with AVX-512VL masks (found by the differential tests): no AVX-512 before GCC 13."""
+  vectorizes them with AVX-512VL masks (found by the differential tests): before GCC 13 the vectorizer gets
+  no AVX-512, and only the matmul micro-kernel (explicit vectors, nothing for the vectorizer to mask) uses
+  it, where the host has it."""
   macros = subprocess.run([cc, '-dM', '-E', '-x', 'c', os.devnull], capture_output=True, text=True).stdout
   gnuc = re.search(r'#define __GNUC__ (\d+)', macros)
-  if '__clang__' in macros or gnuc is None or '__x86_64__' not in macros: return []
-  return ['-mno-avx512f'] if int(gnuc.group(1)) < 13 else []
+  if '__clang__' in macros or gnuc is None or '__x86_64__' not in macros or int(gnuc.group(1)) >= 13: return []
+  return ['-mno-avx512f'] + (['-DTJX_AVX512_MICROKERNEL'] if ' avx512f ' in host_cpu() + ' ' else [])
 
 @lru_cache(None)
 def compiler_flags(cc: str) -> tuple:
@@ -137,7 +139,11 @@ def cache_key(source: str, cc: str, flags: tuple) -> str:
   return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 def load_library(source: str) -> ctypes.CDLL:
-  """The shared library built from `source` (from memory, from the disk cache, or compiled now)."""
+  """The shared library built from `source` (from memory, from the disk cache, or compiled now).
+
+  >>> load_library("int tjx_seven(void) { return 7; }").tjx_seven()
+  7
+  """
   cc = find_compiler()
   flags = compiler_flags(cc)
   key = cache_key(source, cc, flags)

@@ -41,6 +41,7 @@ class Loop:
   body: list = field(default_factory=list)
   parallel: bool = False                    # set by optimize: the outermost loop of parallel work
   acc: UOp | None = None                    # the accumulator this (innermost reduce) loop updates
+  serial: bool = False                      # iterations depend on earlier ones (reductions, scatters)
   @property
   def size(self) -> int: return self.var.arg[1]
 
@@ -71,6 +72,17 @@ class Sort:
   descending: bool
 
 @dataclass(eq=False)
+class Local:
+  acc: UOp                                  # DEFINE_ACC naming a local array `T acc[size];` (see optimize.stash)
+  size: int
+
+@dataclass(eq=False)
+class Assign:
+  acc: UOp
+  at: UOp
+  value: UOp                                # acc[at] = value
+
+@dataclass(eq=False)
 class Matmul:
   """out[b, i, j] = epilogue(sum_k x(b, i, k) * y(b, j, k)), made by optimize from a sum-of-products kernel.
 
@@ -85,6 +97,8 @@ class Matmul:
   store: Store
   dtype: object
   parallel: bool = True
+  x_k_inner: bool = False                   # pack x with k innermost (it is contiguous along k, not along i)
+  y_k_inner: bool = False
   @property
   def work(self) -> int: return 2 * self.m * self.n * self.k
 
@@ -156,8 +170,25 @@ class KernelBuilder:
 
   def value(self, n: UOp, idx: tuple, valid: UOp = TRUE) -> UOp:
     key = (n, idx, valid)
-    if key not in self.memo: self.memo[key] = self._value(n, idx, valid)
+    if key not in self.memo:
+      for u in self._elementwise_below(n, idx, valid): self.memo[(u, idx, valid)] = self._value(u, idx, valid)
     return self.memo[key]
+
+  def _elementwise_below(self, n: UOp, idx: tuple, valid: UOp) -> list:
+    """The elementwise nodes under `n` evaluated at the same index, sources first, so a chain thousands of
+    ops deep is evaluated by a loop instead of by recursion."""
+    order, seen, stack = [], set(), [(n, False)]
+    while stack:
+      u, expanded = stack.pop()
+      if expanded:
+        order.append(u)
+        continue
+      if u in seen or (u, idx, valid) in self.memo: continue
+      seen.add(u)
+      stack.append((u, True))
+      if u.op in GroupOp.Elementwise and u.size and (u not in self.slots or u in self.own):
+        stack.extend((s, False) for s in u.src)
+    return order
 
   def _value(self, n: UOp, idx: tuple, valid: UOp) -> UOp:
     if n.size == 0: return scalar(0, n.dtype)       # never evaluated: a loop over an empty axis
@@ -244,7 +275,7 @@ class KernelBuilder:
     op, axes = r.arg
     acc = UOp(Ops.DEFINE_ACC, r.dtype, (), (self.nacc, op))
     self.nacc += 1
-    loops = [Loop(self.var(r.src[0].shape[a])) for a in axes]
+    loops = [Loop(self.var(r.src[0].shape[a]), serial=True) for a in axes]
     rest = iter(idx)
     src_idx = tuple(loops[axes.index(d)].var if d in axes else next(rest) for d in range(r.src[0].ndim))
     saved, self.chain = self.chain, enclosing + loops
@@ -260,10 +291,10 @@ class KernelBuilder:
     return acc
 
   # --- loop nests ---
-  def nest(self, shape, order, make_body) -> None:
+  def nest(self, shape, order, make_body, serial: bool = False) -> None:
     """Loops over `shape` (outermost first in `order`); `make_body(vars)` returns the innermost statements."""
     vars_ = [self.var(s) for s in shape]
-    loops = [Loop(vars_[d]) for d in order]
+    loops = [Loop(vars_[d], serial=serial) for d in order]
     saved, self.chain = self.chain, loops
     try:
       stmts = make_body(tuple(vars_))
@@ -287,7 +318,7 @@ class KernelBuilder:
       k = self.var(shape[axis])
       pos = sym.add(sym.const(shape[axis] - 1), sym.mul(k, -1)) if reverse else k
       full = tuple(pos if d == axis else vars_[outer.index(d)] for d in range(len(shape)))
-      loop = Loop(k, acc=acc)
+      loop = Loop(k, acc=acc, serial=True)
       self.chain = self.chain + [loop]
       loop.body += [Update(acc, self.value(src, full)), Store(self.glob(n), flat_index(full, shape), acc)]
       return [Decl(acc), loop]
@@ -309,7 +340,7 @@ class KernelBuilder:
       return [Store(self.glob(n), at, new, ok)]
     # bfloat16 lives in float32 storage: like the reference, duplicates accumulate unrounded, then round once
     bf16 = n.dtype is dtypes.bfloat16 and n.arg != 'set'
-    self.nest(upd.shape, range(upd.ndim), body)
+    self.nest(upd.shape, range(upd.ndim), body, serial=True)    # duplicate indices: updates run in order
     if bf16:
       def round_all(v):
         at = flat_index(v, x.shape)
@@ -322,13 +353,21 @@ def _order_for(shape, used_dims: set) -> tuple:
   first = [d for d in range(len(shape)) if d in used_dims]
   return tuple(first + [d for d in range(len(shape)) if d not in used_dims])
 
-def build_kernel(name: str, outs: list, slots: dict) -> Kernel:
-  """The statements of the kernel writing `outs` (array nodes), reading the nodes in `slots`."""
+def build_kernel(name: str, outs: list, slots: dict, inline=()) -> Kernel:
+  """The statements of the kernel writing `outs` (array nodes), reading the nodes in `slots` (but computing
+  those in `inline` again instead of reading them).
+
+  >>> x = UOp(Ops.PARAM, dtypes.float32, (), (0, (2, 3), 0))
+  >>> y = UOp(Ops.EXP, dtypes.float32, (x.permute((1, 0)),))
+  >>> k = build_kernel("k0", [y], {x: 0, y: 1})
+  >>> [type(s).__name__ for s in k.body], sym.pretty(k.body[0].body[0].body[0].value.src[0].src[1])
+  (['Loop'], '(i0+(i1*3))')
+  """
   node = outs[0]
   order = tuple(range(node.ndim))
   for attempt in range(2):
     b = KernelBuilder(slots)
-    b.own = set(outs) if node.op not in (Ops.SCATTER, Ops.CUMULATIVE, Ops.ARGSORT) else set()
+    b.own = (set(outs) | set(inline)) if node.op not in (Ops.SCATTER, Ops.CUMULATIVE, Ops.ARGSORT) else set()
     try:
       if node.op is Ops.SCATTER: b.scatter(node)
       elif node.op is Ops.CUMULATIVE: b.cumulative(node)

@@ -14,7 +14,11 @@ ALIGN = 64
 def _round(n: int) -> int: return (max(n, 1) + ALIGN - 1) // ALIGN * ALIGN
 
 def plan(steps: list[tuple[set, set]], sizes: dict[int, int]) -> tuple[dict[int, int], int]:
-  """Offsets for the slots in `sizes` given `steps` = [(reads, writes), ...]; returns (offsets, arena bytes)."""
+  """Offsets for the slots in `sizes` given `steps` = [(reads, writes), ...]; returns (offsets, arena bytes).
+
+  >>> plan([(set(), {0}), ({0}, {1}), ({1}, {2})], {0: 100, 1: 100, 2: 100})   # 2 reuses the memory of 0
+  ({0: 0, 1: 128, 2: 0}, 256)
+  """
   last: dict[int, int] = {}
   for i, (reads, writes) in enumerate(steps):
     for s in reads | writes:

@@ -1,25 +1,30 @@
-"""optimize: per-kernel decisions that change speed, never results.
+"""optimize: per-kernel rewrites of the statement tree that change speed, never results.
 
-- work estimates (flops, bytes) for DEBUG=2 and the counters;
-- the outermost loop of a kernel with enough work runs in parallel (OpenMP), and a kernel that is one
-  big accumulation (a full reduction) becomes a parallel reduction with per-thread partial results;
-- a sum of products whose operands each miss some output axis (a matmul, a batched matmul, the
-  `(a[:, None, :] * b.T[None]).sum(-1)` pattern) becomes a `Matmul` statement: both operands are packed
-  into panels (evaluating whatever elementwise producers were fused into them), a register-blocked
-  micro-kernel multiplies the panels, and the rest of the kernel (bias, activation) runs on each result
-  as it is stored.
+In order, for each kernel:
+- `as_matmul`: a sum of products whose operands each miss some output axis (a matmul, a batched matmul,
+  `(a[:, None, :] * b.T[None]).sum(-1)`) becomes a `Matmul`: both operands are packed into panels (evaluating
+  whatever elementwise producers were fused into them), a register-blocked micro-kernel multiplies the
+  panels, and the rest of the kernel (bias, activation, a transposed store) runs on each result tile;
+- `as_column_reduction`: a reduction over a strided axis (`x.sum(0)`) keeps a row of accumulators, so the
+  innermost loop walks memory in order and vectorizes;
+- `split_reductions`: a big reduction at the top of a kernel runs as a fixed number of parallel chunks,
+  combined in order (the result does not depend on the thread count);
+- `stash_shared`: an expensive expression two sibling loops both compute (softmax's exp) is computed once;
+- `mark_parallel`: the outermost independent loop with enough work runs on all threads (OpenMP);
+- work estimates (flops, bytes) for DEBUG=2 and the counters.
+Loops marked `serial` (reductions, scatters with duplicate indices) are never run in parallel.
 """
 from __future__ import annotations
 import math
-from dataclasses import dataclass
 from tinyjx import dtypes
 from tinyjx.uop import UOp, Ops, toposort, substitute
 from tinyjx.lower import symbolic as sym
-from tinyjx.lower.index import Loop, Decl, Update, Store, Sort, Kernel, Matmul, unflatten
+from tinyjx.lower.index import Loop, Decl, Update, Store, Sort, Kernel, Matmul, Local, Assign, unflatten
 from tinyjx.lower.symbolic import IDX
 
 PARALLEL_WORK = 1 << 16          # below this many operations a parallel region costs more than it saves
 MATMUL_MIN_WORK = 1 << 15        # multiply-adds below which the plain loop nest is as fast
+MATMUL_MIN_K = 4                 # a shorter contraction is a column reduction: packing would cost more
 
 NOT_ARITHMETIC = {Ops.CONST, Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_ACC, Ops.DEFINE_GLOBAL, Ops.LOAD, Ops.INDEX}
 
@@ -44,7 +49,7 @@ def work(stmts: list, trips: int = 1) -> int:
 def mark_parallel(k: Kernel) -> None:
   if any(isinstance(s, Loop) and s.parallel for s in k.body): return
   for s in k.body:
-    if isinstance(s, Loop) and s.size > 1 and work([s]) >= PARALLEL_WORK: s.parallel = True
+    if isinstance(s, Loop) and not s.serial and s.size > 1 and work([s]) >= PARALLEL_WORK: s.parallel = True
 
 def _is_reduce_then_store(stmts: list) -> bool:
   """[Decl(acc), the reduce loops, Store]: the innermost body of a reduction kernel."""
@@ -66,6 +71,11 @@ def _flat_vars(vars_: list, name: str) -> tuple[UOp, dict]:
 
 def _rewrite(u: UOp, mapping: dict) -> UOp: return sym.resimplify(substitute([u], mapping)[0])
 
+def _contiguous_along(u: UOp, along: UOp, other: UOp) -> bool:
+  """The loads of `u` walk memory in order along variable `along`, but not along `other`."""
+  loads = [sym.linear(n.src[1])[0] for n in toposort([u]) if n.op is Ops.LOAD]
+  return bool(loads) and all(t.get(along) == 1 and t.get(other) != 1 for t in loads)
+
 def as_matmul(k: Kernel):
   """The kernel as nested batch loops around a `Matmul`, if it is a big enough sum of products; else None."""
   loops, inner = _perfect_nest(k.body)
@@ -84,12 +94,13 @@ def as_matmul(k: Kernel):
   if outer[-1] in iv: (x, y), (iv, jv) = (y, x), (jv, iv)    # the contiguous output axis runs along the vector tile
   kv = [l.var for l in red]
   (si, mi), (sj, mj), (sk, mk) = _flat_vars(iv, 'i'), _flat_vars(jv, 'j'), _flat_vars(kv, 'k')
-  if si.arg[1] * sj.arg[1] * sk.arg[1] < MATMUL_MIN_WORK: return None
+  if si.arg[1] * sj.arg[1] * sk.arg[1] < MATMUL_MIN_WORK or sk.arg[1] < MATMUL_MIN_K: return None
   cv = UOp(Ops.SPECIAL, acc.dtype, (), ('cv', 0))
   out_map = {**mi, **mj, acc: cv}
   new_store = Store(store.buf, _rewrite(store.idx, out_map), _rewrite(store.value, out_map), store.valid)
   x, y = _rewrite(x, {**mi, **mk}), _rewrite(y, {**mj, **mk})
-  mm = Matmul(si.arg[1], sj.arg[1], sk.arg[1], x, y, new_store, acc.dtype)
+  mm = Matmul(si.arg[1], sj.arg[1], sk.arg[1], x, y, new_store, acc.dtype,
+              x_k_inner=_contiguous_along(x, sk, si), y_k_inner=_contiguous_along(y, sk, sj))
   batch = [Loop(l.var) for l in loops if l.var not in iv and l.var not in jv]
   stmts: list = [mm]
   for b in reversed(batch): stmts = [Loop(b.var, stmts)]
@@ -132,7 +143,7 @@ def as_column_reduction(k: Kernel):
   element = UOp(Ops.INDEX, acc.dtype, (acc, js))
   stored = Store(store.buf, _rewrite(store.idx, at(js)), _rewrite(store.value, {**at(js), acc: element}), store.valid)
   nest: list = [Loop(ju, [update])]
-  for l in reversed(red): nest = [Loop(l.var, nest)]
+  for l in reversed(red): nest = [Loop(l.var, nest, serial=True)]
   stmts: list = [Decl(acc, tile), *nest, Loop(js, [stored])]
   if size > tile: stmts = [Loop(jt, stmts)]
   for l in reversed(loops[:-1]): stmts = [Loop(l.var, stmts)]
@@ -141,7 +152,7 @@ def as_column_reduction(k: Kernel):
 def _max_acc(stmts: list) -> int:
   out = -1
   for s in stmts:
-    if isinstance(s, Decl): out = max(out, s.acc.arg[0])
+    if isinstance(s, (Decl, Local)): out = max(out, s.acc.arg[0])
     if isinstance(s, Loop): out = max(out, _max_acc(s.body))
   return out
 
@@ -163,20 +174,65 @@ def split_reductions(k: Kernel) -> None:
     parts = UOp(Ops.DEFINE_ACC, acc.dtype, (), (na + 1, acc.arg[1]))
     value = _rewrite(body[0].value, {loop.var: sym.add(sym.mul(c, loop.size // chunks), inner)})
     nest: list = [Update(part, value)]
-    for l in reversed(red[1:]): nest = [Loop(l.var, nest, acc=part if l is red[-1] else None)]
-    nest = [Loop(inner, nest, acc=part if len(red) == 1 else None)]
+    for l in reversed(red[1:]): nest = [Loop(l.var, nest, acc=part if l is red[-1] else None, serial=True)]
+    nest = [Loop(inner, nest, acc=part if len(red) == 1 else None, serial=True)]
     per_chunk = Loop(c, [Decl(part), *nest, Update(parts, part, c)], parallel=True)
-    combine = Loop(c2, [Update(acc, UOp(Ops.INDEX, acc.dtype, (parts, c2)))])
+    combine = Loop(c2, [Update(acc, UOp(Ops.INDEX, acc.dtype, (parts, c2)))], serial=True)
     k.body[pos + 1:pos + 2] = [Decl(parts, chunks), per_chunk, combine]
     return
 
+EXPENSIVE = {Ops.EXP, Ops.LOG, Ops.EXPM1, Ops.LOG1P, Ops.SIN, Ops.COS, Ops.TAN, Ops.TANH, Ops.SINH, Ops.COSH,
+             Ops.ASIN, Ops.ACOS, Ops.ATAN, Ops.ATAN2, Ops.POW, Ops.ERF}
+MAX_STASH = 8192                 # elements of a per-iteration local array
+
+def _values(loop: Loop) -> list:
+  return [s.value for s in loop.body if isinstance(s, (Update, Store, Assign))]
+
+def _reads_outputs(u: UOp, k: Kernel) -> bool:
+  return any(n.op is Ops.LOAD and n.src[0].arg in k.outs for n in toposort([u]))
+
+def stash_shared(stmts: list, k: Kernel) -> None:
+  """Two sibling loops over the same range that compute the same expensive expression (softmax's exp, in the
+  sum and again in the store) compute it once: the first loop keeps it in a local array the second one reads."""
+  for s in stmts:
+    if isinstance(s, Loop): stash_shared(s.body, k)
+  loops = [s for s in stmts if isinstance(s, Loop) and not any(isinstance(b, Loop) for b in s.body)]
+  for i, a in enumerate(loops):
+    if a.size > MAX_STASH: continue
+    stashed: dict = {}
+    for b in loops[i + 1:]:
+      if b.size == a.size: _stash(a, b, stmts, k, stashed)
+
+def _stash(a: Loop, b: Loop, stmts: list, k: Kernel, stashed: dict) -> None:
+  in_a = set(toposort(_values(a)))
+  found = [n for n in toposort([_rewrite(v, {b.var: a.var}) for v in _values(b)])
+           if n.op in EXPENSIVE and n in in_a and a.var in sym.loop_vars(n) and not _reads_outputs(n, k)]
+  for n in [n for n in found if not any(n is not m and n in toposort([m]) for m in found)]:
+    if n not in stashed:
+      stashed[n] = UOp(Ops.DEFINE_ACC, n.dtype, (), (_max_acc(k.body) + 1, None))
+      stmts.insert(stmts.index(a), Local(stashed[n], a.size))
+      a.body.insert(0, Assign(stashed[n], a.var, n))
+    use = {_rewrite(n, {a.var: b.var}): UOp(Ops.INDEX, n.dtype, (stashed[n], b.var))}
+    for st in b.body:
+      if isinstance(st, (Update, Store, Assign)): st.value = _rewrite(st.value, use)
+
 def optimize(k: Kernel, slot_bytes: dict) -> Kernel:
-  """Speed decisions for one kernel (in place); also fills in its flops and bytes."""
+  """Speed decisions for one kernel (in place); also fills in its flops and bytes.
+
+  >>> from tinyjx.lower.index import build_kernel
+  >>> a, b = (UOp(Ops.PARAM, dtypes.float32, (), (i, (64, 64), 0)) for i in range(2))
+  >>> ab = UOp(Ops.MUL, dtypes.float32, (a.reshape((64, 1, 64)).expand((64, 64, 64)),
+  ...                                      b.permute((1, 0)).reshape((1, 64, 64)).expand((64, 64, 64))))
+  >>> out = ab.reduce(Ops.ADD, (2,))
+  >>> type(optimize(build_kernel("k0", [out], {a: 0, b: 1, out: 2}), {}).body[0]).__name__
+  'Matmul'
+  """
   k.nbytes = sum(slot_bytes.get(g.arg, 0) for g in k.args)
   if (mm := as_matmul(k)) is not None: k.body = mm
   else:
     if (col := as_column_reduction(k)) is not None: k.body = col
     split_reductions(k)
+    stash_shared(k.body, k)
     mark_parallel(k)
   k.flops = work(k.body)
   return k

@@ -9,16 +9,17 @@ an entry `tjx_kernel_N(void **args)` for per-kernel timing at DEBUG=2.
 
 Dialect hooks (`OpenCLRenderer`/`CUDARenderer` later override these): `kernel_prefix`, `buffer_qualifier`,
 `parallel_for` (how the outermost parallel loop is expressed), `type_names`, `prelude_extra`.
-Expressions: a node read more than once in a scope becomes a `const` temporary at its first use there;
-everything else is rendered inline. Names come from per-kernel numbers, so the same program renders to
-the same text in every process (the disk cache is keyed by that text).
+Expressions: a node read more than once, or one that does not depend on the innermost loop, becomes a
+`const` temporary in the outermost block where everything it reads is defined (loop-invariant code motion:
+a `powf` of a scalar runs once per kernel, not once per element); everything else is rendered inline. Names
+come from per-kernel numbers, so the same program renders to the same text in every process (the disk
+cache is keyed by that text).
 """
 from __future__ import annotations
 import math
 from tinyjx import dtypes
 from tinyjx.uop import UOp, Ops, toposort
-from tinyjx.lower.index import Loop, Decl, Update, Store, Sort, Matmul, Kernel, identity
-from tinyjx.lower.symbolic import IDX
+from tinyjx.lower.index import Loop, Decl, Update, Store, Sort, Matmul, Kernel, Local, Assign, identity
 
 TYPES = {dtypes.bool_: '_Bool', dtypes.int8: 'int8_t', dtypes.int16: 'int16_t', dtypes.int32: 'int32_t',
          dtypes.int64: 'int64_t', dtypes.uint8: 'uint8_t', dtypes.uint16: 'uint16_t', dtypes.uint32: 'uint32_t',
@@ -173,10 +174,15 @@ static inline float tjx_tanh_f32(float x) {
 /* matmul: operands packed into panels of TJX_MR rows and TJX_NR_* columns; the micro-kernel keeps a
    TJX_MR x TJX_NR tile of results in vector registers (the compiler unrolls and vectorizes the q loop) */
 #define TJX_MR 6
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(TJX_AVX512_MICROKERNEL)
 #define TJX_VBYTES 64
 #else
 #define TJX_VBYTES 32
+#endif
+#if defined(TJX_AVX512_MICROKERNEL) && !defined(__AVX512F__)
+#define TJX_MICRO_TARGET __attribute__((target("avx512f")))
+#else
+#define TJX_MICRO_TARGET
 #endif
 typedef float tjx_vf32 __attribute__((vector_size(TJX_VBYTES)));
 typedef double tjx_vf64 __attribute__((vector_size(TJX_VBYTES)));
@@ -190,12 +196,15 @@ typedef double tjx_vf64 __attribute__((vector_size(TJX_VBYTES)));
 #define TJX_CONTRACT_BODY
 #endif
 static inline void* tjx_alloc(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64 + 64); }
-/* the micro-kernel: 2 x TJX_MR vector accumulators, multiply-adds fused (only here, on purpose) */
+/* the micro-kernel: 2 x TJX_MR vector accumulators, multiply-adds fused (only here, on purpose); `more`
+   continues the sums already in c */
 #define TJX_MICRO(T, V, N, NR) \
-TJX_CONTRACT_FN static void tjx_mm_##N(int64_t K, const T* restrict a, const T* restrict b, T* restrict c) { \
+TJX_CONTRACT_FN TJX_MICRO_TARGET static void tjx_mm_##N(int64_t K, const T* restrict a, const T* restrict b, \
+                                                       T* restrict c, int more) { \
   TJX_CONTRACT_BODY \
   V acc[TJX_MR][2]; \
-  for (int r = 0; r < TJX_MR; r++) { acc[r][0] = (V){0}; acc[r][1] = (V){0}; } \
+  if (more) memcpy(acc, c, sizeof acc); \
+  else for (int r = 0; r < TJX_MR; r++) { acc[r][0] = (V){0}; acc[r][1] = (V){0}; } \
   for (int64_t k = 0; k < K; k++) { \
     V b0, b1; \
     memcpy(&b0, b + k * NR, sizeof(V)); memcpy(&b1, b + k * NR + NR / 2, sizeof(V)); \
@@ -224,11 +233,9 @@ TJX_SORT(int64_t, i, 0)
 TJX_SORT(uint64_t, u, 0)
 """
 
-# n > 0: exactly n threads; n == 0: OpenMP's dynamic mode, which uses fewer threads when the machine is busy
-# (its team size follows the load average), so a loaded machine does not stall kernels at their barriers
+# the runtime picks the thread count (runtime.thread_count) and sets it here; OpenMP itself is process-wide
 SET_THREADS = """int tjx_set_threads(int n) {
 #ifdef _OPENMP
-  omp_set_dynamic(n == 0);
   if (n > 0) omp_set_num_threads(n);
   return omp_get_max_threads();
 #else
@@ -274,6 +281,19 @@ class CRenderer:
 
   # --- program ---
   def render(self, kernels: list[Kernel], entries: list[list[int]]) -> str:
+    """One translation unit: the prelude, the kernels, and an entry per group of kernel indices.
+
+    >>> from tinyjx.lower.index import build_kernel
+    >>> x = UOp(Ops.PARAM, dtypes.float32, (), (0, (4,), 0))
+    >>> y = UOp(Ops.SQRT, dtypes.float32, (x,))
+    >>> src = CRenderer().render([build_kernel("k0", [y], {x: 0, y: 1})], [[0]])
+    >>> print(src[src.index("static void k0"):src.index("void tjx_run_0")].strip())
+    static void k0(const float* restrict b0, float* restrict b1) {
+      for (int64_t i0 = 0; i0 < 4; i0++) {
+        b1[i0] = sqrtf(b0[i0]);
+      }
+    }
+    """
     parts = [PRELUDE, self.prelude_extra]
     parts += [self.kernel(k) for k in kernels]
     for e, group in enumerate(entries):
@@ -295,6 +315,7 @@ class CRenderer:
     self.uses = _count_uses(k.body)
     self.written = {g.arg for g in k.args if g.arg in k.outs}
     self.deps: dict = {}
+    self.depth: dict = {}
     self.ntmp = 0
     params = ", ".join(f"{self.ptr_type(g, g.arg in k.outs)} {self.buffer_qualifier} b{g.arg}" for g in k.args)
     lines = [f"{self.kernel_prefix} {k.name}({params}) {{"]
@@ -334,6 +355,12 @@ class CRenderer:
       if s.valid.op is Ops.CONST and not s.valid.arg[0]: return      # a store that never happens
       if s.valid.op is Ops.CONST: lines.append(f"{pad}b{s.buf.arg}[{idx}] = {v};")
       else: lines.append(f"{pad}if ({self.expr(s.valid)}) b{s.buf.arg}[{idx}] = {v};")
+    elif isinstance(s, Local):
+      self.scopes[-1].defines.add(s.acc)
+      lines.append(f"{pad}{self.type_names[s.acc.dtype]} {self.name(s.acc)}[{s.size}];")
+    elif isinstance(s, Assign):
+      at, v = self.expr(s.at), self.expr(s.value)
+      lines.append(f"{pad}{self.name(s.acc)}[{at}] = {v};")
     elif isinstance(s, Sort): self.sort(s, lines, pad)
     elif isinstance(s, Matmul): self.matmul(s, lines, pad)
     else: self.custom(s, lines, depth)
@@ -344,7 +371,8 @@ class CRenderer:
   def simd_reduction(self, loop: Loop) -> str:
     """Lets the compiler reorder a float reduction into vector lanes (numpy's own sums are not sequential either)."""
     acc = loop.acc
-    if acc.dtype not in (dtypes.float32, dtypes.float64) or len(loop.body) != 1: return ""
+    if acc.dtype not in (dtypes.float32, dtypes.float64) or not all(isinstance(s, (Update, Assign)) for s in loop.body):
+      return ""
     if acc.arg[1] in (Ops.ADD, Ops.MUL): op = '+' if acc.arg[1] is Ops.ADD else '*'
     else: op = f"tjx_{acc.arg[1].name.lower()}_{SUFFIX[acc.dtype]}"
     return f"#pragma omp simd reduction({op}:{self.name(acc)})"
@@ -380,6 +408,11 @@ class CRenderer:
     self.scopes.pop()
     return out
 
+  def pack_loops(self, k: str, kn: str, r: str, rn: str, k_inner: bool) -> str:
+    """The two inner loops of a packing loop nest, ordered so the operand is read along its contiguous axis."""
+    loops = [f"for (int64_t {k} = 0; {k} < {kn}; {k}++)", f"for (int64_t {r} = 0; {r} < {rn}; {r}++)"]
+    return " ".join(loops[::-1] if k_inner else loops)
+
   def matmul(self, s: Matmul, lines: list, pad: str) -> None:
     t, nr = self.type_names[s.dtype], f"TJX_NR_{SUFFIX[s.dtype].upper()}"
     p2, p3 = pad + "    ", pad + "      "
@@ -394,27 +427,25 @@ class CRenderer:
               f"#pragma omp parallel if({int(s.parallel)})",
               f"{pad}  {{",
               "#pragma omp for schedule(static)",
-              f"{pad}  for (int64_t jb = 0; jb < NB; jb++) for (int64_t k = 0; k < K; k++)",
-              f"{pad}    for (int64_t q = 0; q < {nr}; q++) {{",
+              f"{pad}  for (int64_t jb = 0; jb < NB; jb++) {self.pack_loops('k', 'K', 'q', nr, s.y_k_inner)} {{",
               f"{p2}const int64_t j = jb * {nr} + q;",
               f"{p2}if (j < N) {{", *pack_b, f"{p2}}} else pb[(jb * K + k) * {nr} + q] = 0;",
               f"{pad}  }}",
               "#pragma omp for schedule(static)",
-              f"{pad}  for (int64_t ib = 0; ib < MB; ib++) for (int64_t k = 0; k < K; k++)",
-              f"{pad}    for (int64_t r = 0; r < TJX_MR; r++) {{",
+              f"{pad}  for (int64_t ib = 0; ib < MB; ib++) {self.pack_loops('k', 'K', 'r', 'TJX_MR', s.x_k_inner)} {{",
               f"{p2}const int64_t i = ib * TJX_MR + r;",
               f"{p2}if (i < M) {{", *pack_a, f"{p2}}} else pa[(ib * K + k) * TJX_MR + r] = 0;",
               f"{pad}  }}",
               "#pragma omp for collapse(2) schedule(static)",
               f"{pad}  for (int64_t jb = 0; jb < NB; jb++) for (int64_t ib = 0; ib < MB; ib++) {{",
               f"{p2}{t} c[TJX_MR * {nr}] __attribute__((aligned(64)));",
-              f"{p2}tjx_mm_{SUFFIX[s.dtype]}(K, pa + ib * TJX_MR * K, pb + jb * {nr} * K, c);",
-              f"{p2}for (int64_t r = 0; r < TJX_MR; r++) {{",
+              f"{p2}tjx_mm_{SUFFIX[s.dtype]}(K, pa + ib * TJX_MR * K, pb + jb * {nr} * K, c, 0);",
+              f"{p2}const int64_t rows = M - ib * TJX_MR < TJX_MR ? M - ib * TJX_MR : TJX_MR;",
+              f"{p2}const int64_t cols = N - jb * {nr} < {nr} ? N - jb * {nr} : {nr};",
+              f"{p2}for (int64_t r = 0; r < rows; r++) {{",
               f"{p2}  const int64_t i = ib * TJX_MR + r;",
-              f"{p2}  if (i >= M) break;",
-              f"{p2}  for (int64_t q = 0; q < {nr}; q++) {{",
+              f"{p2}  for (int64_t q = 0; q < cols; q++) {{",
               f"{p3}  const int64_t j = jb * {nr} + q;",
-              f"{p3}  if (j >= N) break;",
               f"{p3}  const {t} cv = c[r * {nr} + q];", *store,
               f"{p2}  }}", f"{p2}}}", f"{pad}  }}", f"{pad}  }}",
               f"{pad}  free(pa); free(pb);",
@@ -427,21 +458,34 @@ class CRenderer:
     if u.op is Ops.SPECIAL: return u.arg[0]
     raise ValueError(f"{u.op} has no name")
 
-  def expr(self, u: UOp) -> str:
-    """C text for `u`; a node used twice, or invariant in the current loop, becomes a temporary in the
-    outermost scope where everything it reads is defined (loop-invariant code motion)."""
+  def cached(self, u: UOp) -> str | None:
     for scope in reversed(self.scopes):
       if u in scope.cache: return scope.cache[u]
+    return None
+
+  def expr(self, u: UOp) -> str:
+    """C text for `u`; a node used twice, or invariant in the current loop, becomes a temporary in the
+    outermost scope where everything it reads is defined (loop-invariant code motion). Sources are rendered
+    first, by a loop, so deep expressions need no deep recursion; every 32 levels of inline text a
+    temporary keeps the C expressions short."""
+    if (text := self.cached(u)) is not None: return text
+    for n in toposort([u]):
+      if n.op is not Ops.DEFINE_GLOBAL and self.cached(n) is None: self.render_one(n)
+    return self.cached(u)
+
+  def render_one(self, u: UOp) -> None:
     home = self.home(u)
     text = self.render_node(u)
+    self.depth[u] = 1 + max((self.depth.get(s, 0) for s in u.src), default=0)
     inner = home < len(self.scopes) - 1
-    if (self.uses.get(u, 0) > 1 or inner) and u.op not in (Ops.CONST, Ops.RANGE, Ops.DEFINE_ACC, Ops.SPECIAL):
+    if (self.uses.get(u, 0) > 1 or inner or self.depth[u] > 32) and \
+       u.op not in (Ops.CONST, Ops.RANGE, Ops.DEFINE_ACC, Ops.SPECIAL, Ops.DEFINE_GLOBAL):
       tmp = f"t{self.ntmp}"
       self.ntmp += 1
       self.emit(home, f"const {self.type_names.get(u.dtype, 'int64_t')} {tmp} = {text};")
       text = tmp
+      self.depth[u] = 0
     self.scopes[home].cache[u] = text
-    return text
 
   def emit(self, home: int, line: str) -> None:
     sc = self.scopes[home]
@@ -463,11 +507,13 @@ class CRenderer:
   def dependencies(self, u: UOp) -> frozenset:
     """Loop variables and accumulators below `u`; None stands for what must stay where it is used (template
     variables, loads from a buffer this kernel writes)."""
-    if u not in self.deps:
-      if u.op in (Ops.RANGE, Ops.DEFINE_ACC): d = frozenset({u})
-      elif u.op is Ops.SPECIAL or (u.op is Ops.LOAD and u.src[0].arg in self.written): d = frozenset({None})
-      else: d = frozenset().union(*[self.dependencies(s) for s in u.src])
-      self.deps[u] = d
+    if u in self.deps: return self.deps[u]
+    for n in (toposort([u]) if any(s not in self.deps for s in u.src) else [u]):
+      if n in self.deps: continue
+      if n.op in (Ops.RANGE, Ops.DEFINE_ACC): d = frozenset({n})
+      elif n.op is Ops.SPECIAL or (n.op is Ops.LOAD and n.src[0].arg in self.written): d = frozenset({None})
+      else: d = frozenset().union(*[self.deps[s] for s in n.src])
+      self.deps[n] = d
     return self.deps[u]
 
   def render_node(self, u: UOp) -> str:
@@ -545,10 +591,12 @@ def _count_uses(stmts: list) -> dict:
     for s in ss:
       if isinstance(s, Loop): walk(s.body)
       elif isinstance(s, Update): roots.extend([s.value] + ([s.at] if s.at is not None else []))
+      elif isinstance(s, Assign): roots.extend([s.value, s.at])
       elif isinstance(s, Store): roots.extend([s.idx, s.value, s.valid])
       elif isinstance(s, Matmul): roots.extend([s.x, s.y, s.store.idx, s.store.value, s.store.valid])
   walk(stmts)
   uses: dict = {}
+  for r in roots: uses[r] = uses.get(r, 0) + 1          # a statement reading a node is a use too
   for n in toposort(roots):
     for s in n.src: uses[s] = uses.get(s, 0) + 1
   return uses

@@ -2,8 +2,9 @@
 
 A program has one slot per buffer: inputs (bound per run), constants (BUFFER leaves of the jaxpr, bound at
 compile time), outputs (fresh numpy arrays on every run, so no result ever aliases an earlier one) and
-intermediates (placed in one arena by `memory.plan`; the arena is reused by the next run when no other
-thread holds it). `run` fills a ctypes array of slot pointers and runs the steps in order.
+intermediates (placed in one arena by `memory.plan`; an arena up to `KEEP_ARENA` bytes is kept and reused
+by the next run unless another thread is using it). `run` fills a ctypes array of slot pointers and runs
+the steps in order.
 
 The step interface, for runtime steps that are not kernels (control flow, collectives):
 
@@ -14,19 +15,22 @@ The step interface, for runtime steps that are not kernels (control flow, collec
 `Frame.array(slot)` is a numpy view of a slot's memory (shape and dtype from the program), and
 `frame.ptrs` the ctypes pointer table kernels receive. A step writes its results into the arrays of its
 output slots (`np.copyto`), which are allocated before it runs. `step_rules[op](node, program, slots)`
-builds the step for a scheduled node of kind `op` (COND, WHILE, SCAN, collectives ...): that table is how
-the control-flow and collective layers plug their runtime steps in. A kind with no entry runs as an
-`InterpretedStep` (the PYTHON device's rule on the step's buffers), correct but not compiled. `KernelCall` (a run of consecutive
-kernels, one foreign call into the generated `tjx_run_N` entry) is the step every program has.
+builds the step for a scheduled node of kind `op` (COND, WHILE, SCAN, collectives ...): `program` is the
+`Lowering` (its `slot_of` maps the node's sources to slots), `slots` the output slots (None where an output
+is unused). That table is how the control-flow and collective layers plug their runtime steps in; a kind
+with no entry runs as an `InterpretedStep` (the PYTHON device's rule on the step's buffers), correct but
+not compiled. `KernelCall` (a run of consecutive kernels, one foreign call into the generated `tjx_run_N`
+entry) is the step every program has.
 """
 from __future__ import annotations
-import ctypes, threading, time
+import ctypes, os, threading, time
 from dataclasses import dataclass, field
 import numpy as np
-from tinyjx import dtypes, settings as config
+from tinyjx import settings as config
 from tinyjx.devices.python import NumpyBuffer
 
 step_rules: dict = {}   # Ops -> fn(node, program, slots) -> Step
+KEEP_ARENA = 64 << 20   # an executable keeps its intermediates' memory between runs up to this size
 
 @dataclass
 class Slot:
@@ -83,11 +87,11 @@ class Executable:
     self.source = program.source
     self._ptr_type = ctypes.c_void_p * max(len(self.slots), 1)
     self._lock = threading.Lock()
-    self._arena = np.empty(self.arena_bytes, np.uint8)
+    self._arena = np.empty(self.arena_bytes, np.uint8) if self.arena_bytes <= KEEP_ARENA else None
     self._template = self._ptr_type()
     self._const_arrays = {s: b.numpy() for s, b in program.consts.items()}
     for s, a in self._const_arrays.items(): self._template[s] = a.ctypes.data
-    self._fill_arena(self._template, self._arena)
+    if self._arena is not None: self._fill_arena(self._template, self._arena)
     for st in self.steps:
       if isinstance(st, KernelCall): st.fn = getattr(lib, f"tjx_run_{st.entry}")
     self._kernel_fns = [getattr(lib, f"tjx_kernel_{i}") for i in range(len(self.kernels))]
@@ -100,11 +104,19 @@ class Executable:
     for s, off in self.offsets.items(): ptrs[s] = base + off
 
   def run(self, inputs: list) -> list:
-    """Bind `inputs` (Buffers, one per jaxpr param), run every step, return fresh output Buffers."""
+    """Bind `inputs` (Buffers, one per jaxpr param), run every step, return fresh output Buffers.
+
+    >>> import numpy as np, tinyjx, tinyjx.numpy as jnp
+    >>> from tinyjx import devices, dtypes
+    >>> cpu = devices.get('CPU')
+    >>> exe = cpu.compile_jaxpr(tinyjx.make_jaxpr(lambda x: jnp.cumsum(x))(jnp.ones(4)))
+    >>> exe.run([cpu.from_numpy(np.ones(4, np.float32), dtypes.float32)])[0].numpy()
+    array([1., 2., 3., 4.], dtype=float32)
+    """
     prog = self.program
     if len(inputs) != len(prog.in_slots):
       raise TypeError(f"this executable takes {len(prog.in_slots)} input buffers, got {len(inputs)}")
-    own_arena = self._lock.acquire(blocking=False)
+    own_arena = self._arena is not None and self._lock.acquire(blocking=False)
     try:
       if own_arena: ptrs, arena = self._ptr_type.from_buffer_copy(self._template), self._arena
       else:
@@ -165,7 +177,7 @@ class Executable:
 
   _threads = [None]
   def _set_threads(self) -> None:
-    n = config.get('TINYJX_THREADS')
+    n = config.get('TINYJX_THREADS') or thread_count()
     if Executable._threads[0] != n:
       self.lib.tjx_set_threads(int(n))
       Executable._threads[0] = n
@@ -180,6 +192,18 @@ class Executable:
       lines.append(f"  kernel {i} {k.name}: {len(k.nodes)} ops, {k.flops} flops, {k.nbytes} bytes")
     return "\n".join(lines) + "\n\n" + self.source
   __repr__ = __str__
+
+_auto = [-1.0, 1]
+def thread_count() -> int:
+  """Threads for kernels when TINYJX_THREADS is 0: the usable cores minus the load other processes put on
+  them (the load average, less this process's own busy thread), so a busy machine does not leave kernels
+  waiting at their barriers for descheduled threads. Re-read at most once a second."""
+  now = time.monotonic()
+  if now - _auto[0] > 1.0:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (os.cpu_count() or 1)
+    others = max(0.0, os.getloadavg()[0] - 1.0) if hasattr(os, 'getloadavg') else 0.0
+    _auto[:] = [now, max(1, min(cores, round(cores - others)))]
+  return _auto[1]
 
 def _storage(dt) -> np.dtype: return dt.np
 

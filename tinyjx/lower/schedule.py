@@ -27,6 +27,7 @@ EXPENSIVE = {Ops.EXP, Ops.LOG, Ops.EXPM1, Ops.LOG1P, Ops.SIN, Ops.COS, Ops.TAN, 
 @dataclass(eq=False)
 class KernelItem:
   outs: list                        # array nodes this kernel writes
+  inline: set = field(default_factory=set)   # small materialized nodes it recomputes instead of reading
 
 @dataclass(eq=False)
 class StepItem:
@@ -51,10 +52,6 @@ def _inlined(root: UOp, materialized: set) -> list:
     stack.extend(n.src)
   return out
 
-def _views_of(n: UOp, users: dict) -> int:
-  """How many distinct view chains read `n` (a node read through one chain is computed once per element)."""
-  return len(users.get(n, ()))
-
 def decide_buffers(roots: list, forced: set) -> set:
   """The set of materialized nodes (see the module docstring)."""
   nodes = toposort(roots)
@@ -74,8 +71,9 @@ def decide_buffers(roots: list, forced: set) -> set:
     m |= extra
 
 def _worth_buffer(n: UOp, users: dict) -> bool:
+  """A reduction read by several kernels, or transcendental work read by several kernels through several ops."""
   if n.op is Ops.REDUCE: return True
-  return n.op in EXPENSIVE and n.size >= 1024 and _views_of(n, users) > 1
+  return n.op in EXPENSIVE and n.size >= 1024 and len(users.get(n, ())) > 1
 
 MAX_OUTPUTS = 8   # outputs one elementwise kernel may write
 
@@ -91,19 +89,45 @@ def _reads(n: UOp, m: set) -> set:
   return out
 
 def _joins(n: UOp, item: KernelItem, reads: dict, position: dict, here: int) -> bool:
-  """Whether elementwise node `n` can be computed by the (earlier) kernel `item`, in the same loops."""
+  """Whether elementwise node `n` can be computed by the (earlier) kernel `item`, in the same loops. What it
+  reads must be ready by then, or be recomputed in place: the kernel's own outputs, and small elementwise
+  nodes (a step counter) whose inputs are ready (they join `item.inline`)."""
   first = item.outs[0]
   if n.shape != first.shape or len(item.outs) >= MAX_OUTPUTS or first.op in OWN_KERNEL or first.op is Ops.REDUCE:
     return False
-  if not reads[n] & set().union(*(reads[o] for o in item.outs)): return False
-  # a member the node reads is recomputed in place by the kernel (its own outputs are never loaded)
-  return all(position.get(d, -1) < here or d in item.outs for d in reads[n])
+  if not reads[n] & set().union(set(item.outs), *(reads[o] for o in item.outs)): return False
+  late = [d for d in reads[n] if position.get(d, -1) >= here and d not in item.outs and d not in item.inline]
+  if not all(_recomputable(d, reads, position, here) for d in late): return False
+  item.inline.update(late)
+  return True
+
+def _recomputable(d: UOp, reads: dict, position: dict, here: int) -> bool:
+  if d.size > 64 or d not in reads or any(position.get(r, -1) >= here for r in reads[d]): return False
+  return all(u.op in GroupOp.Elementwise | GroupOp.Movement | {Ops.CONST, Ops.IOTA} for u in _region(d, reads[d]))
+
+def _region(d: UOp, stop: set) -> list:
+  """The nodes a kernel computing `d` evaluates (down to the buffers in `stop`)."""
+  out, seen, stack = [], set(), [d]
+  while stack:
+    u = stack.pop()
+    if u in seen or (u in stop and u is not d): continue
+    seen.add(u)
+    out.append(u)
+    stack.extend(u.src)
+  return out
 
 def schedule(roots: list, forced: set = frozenset()) -> list:
   """Kernels and steps, in dependency order, that compute every materialized node of `roots`.
 
   Elementwise outputs of one shape that read a common buffer share a kernel (horizontal fusion: the
-  three updates of an Adam step read the gradient once) when that keeps every dependency in order."""
+  three updates of an Adam step read the gradient once) when that keeps every dependency in order.
+
+  >>> from tinyjx import dtypes
+  >>> x = UOp(Ops.PARAM, dtypes.float32, (), (0, (4, 4), 0))
+  >>> y = UOp(Ops.EXP, dtypes.float32, (x,)).reduce(Ops.ADD, (1,))
+  >>> [[n.op.name for n in item.outs] for item in schedule([y, UOp(Ops.ARGSORT, dtypes.int32, (y,), (0, False))])]
+  [['REDUCE'], ['ARGSORT']]
+  """
   m = decide_buffers(roots, set(forced))
   items, steps, position, reads = [], {}, {}, {}
   for n in toposort(roots):

@@ -10,6 +10,12 @@ costs no arithmetic at all. `resimplify` rebuilds an expression after loop varia
 
 Invariant: `floordiv` and `mod` are C's `/` and `%`; they equal floor division only where the dividend is
 non-negative, which holds for every in-bounds index (padding masks guard the rest).
+
+>>> i = loop_var(0, 60)
+>>> add(mul(floordiv(i, 5), 5), mod(i, 5)) is i
+True
+>>> pretty(floordiv(add(mul(loop_var(1, 4), 25), loop_var(2, 17), const(3)), 5))
+'((i1*5)+((i2+3)/5))'
 """
 from __future__ import annotations
 import math, weakref
