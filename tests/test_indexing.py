@@ -432,3 +432,9 @@ def test_diagonal_errors():
 
 def test_doctests():
   assert doctest.testmod(indexing, optionflags=doctest.ELLIPSIS).failed == 0
+
+def test_take_clip_does_not_wrap_negative_indices():
+  # JAX 0.10.2: jnp.take([10, 20, 30], [-1, 5, 1], mode='clip') == [10, 30, 20]; the default mode wraps -1
+  x, i = jnp.array([10, 20, 30]), jnp.array([-1, 5, 1])
+  assert jnp.take(x, i, mode='clip').tolist() == [10, 30, 20]
+  assert jnp.take(x, i, mode='wrap').tolist() == [30, 30, 20]

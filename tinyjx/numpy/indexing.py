@@ -376,6 +376,7 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False, indic
   ax = normalize_axis(axis, a.ndim)
   i, m = _int_indices(indices, 'take'), _take_mode(mode, 'take')
   if m == 'wrap': i, m = _wrap(i, a.shape[ax], 'take'), 'clip'
+  elif m == 'clip' and a.shape[ax] > 0: i = core.clip(i, 0, a.shape[ax] - 1)   # as JAX: negatives clip to 0, no wrap
   return index(a, (_FULL,) * ax + (i,), m, fill_value)
 
 def _wrap(i: Array, n: int, name: str) -> Array:
