@@ -24,3 +24,15 @@ def fresh_cache(tmp_path):
     yield d
   comp._loaded.clear()
   comp._loaded.update(saved)
+
+@pytest.fixture
+def eight_devices():
+  """Eight virtual CPU devices for pmap and collective tests."""
+  with tinyjx.Context(TINYJX_CPU_DEVICES=8):
+    yield
+
+@pytest.fixture(params=['CPU', 'PYTHON'])
+def device(request):
+  """Runs a test once on the compiled CPU device and once on the PYTHON reference device."""
+  with tinyjx.Context(TINYJX_DEVICE=request.param):
+    yield request.param

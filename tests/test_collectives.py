@@ -10,15 +10,7 @@ import tinyjx.numpy as jnp
 from tinyjx import lax
 from tinyjx.collectives import AxisNameError
 
-@pytest.fixture(autouse=True)
-def eight_devices():
-  with tinyjx.Context(TINYJX_CPU_DEVICES=8):
-    yield
-
-@pytest.fixture(params=['CPU', 'PYTHON'])
-def device(request):
-  with tinyjx.Context(TINYJX_DEVICE=request.param):
-    yield request.param
+pytestmark = pytest.mark.usefixtures('eight_devices')   # fixtures eight_devices, device: conftest.py
 
 # ---------------------------------------------------------------- numpy meaning, per device (xs[j] is device j's)
 

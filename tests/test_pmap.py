@@ -10,15 +10,7 @@ from tinyjx import lax, counters, dtypes
 from tinyjx.uop import UOp, Ops
 from tinyjx.collectives import CollectiveError, Group, PeerFailed
 
-@pytest.fixture(autouse=True)
-def eight_devices():
-  with tinyjx.Context(TINYJX_CPU_DEVICES=8):
-    yield
-
-@pytest.fixture(params=['CPU', 'PYTHON'])
-def device(request):
-  with tinyjx.Context(TINYJX_DEVICE=request.param):
-    yield request.param
+pytestmark = pytest.mark.usefixtures('eight_devices')   # fixtures eight_devices, device: conftest.py
 
 def close(a, b, tol=1e-5):
   np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
