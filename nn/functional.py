@@ -2,9 +2,10 @@
 normalization, as pure functions of arrays (like `torch.nn.functional`).
 
 Layout is PyTorch's: inputs (N, C, *spatial), convolution weights (out, in / groups, *kernel), transposed
-convolution weights (in, out / groups, *kernel). A convolution is im2col built from strided slices of the
-padded input (views, no copies), stacked along a kernel-offset axis and contracted with the weight by one
-`einsum`; pooling reduces the same windows with maximum or sum. Everything is tinyjx.numpy, so gradients,
+convolution weights (in, out / groups, *kernel). A convolution is im2col as one view of the padded input
+(the sliding windows, shape (N, C, *kernel, *out), built from broadcast, reshape and slices: no copy, and
+index arithmetic without a remainder once lowered) contracted with the weight by one `einsum`; pooling
+reduces strided slices of the input with maximum or sum. Everything is tinyjx.numpy, so gradients,
 vmap and jit come from tinyjx's transforms.
 """
 from __future__ import annotations
@@ -55,6 +56,25 @@ def _windows(x, kernel: tuple, stride: tuple, dilation: tuple, out: tuple) -> li
     views.append(x[(slice(None), slice(None)) + idx])
   return views
 
+def _window_axis(x, axis: int, k: int, s: int, d: int, o: int):
+  """Axis `axis` of x (length i) becomes two axes (k, o) with y[a, b] = x[a*d + b*s], as views only: x is
+  repeated e times along a new axis and flattened, so row a of the (k, i + d) reshape starts a*(i + d) = a*i +
+  a*d elements in, i.e. at x[a*d]; the index arithmetic simplifies back to a*d + b*s (no remainder left)."""
+  i, pre, post = x.shape[axis], x.shape[:axis], x.shape[axis + 1:]
+  before = (slice(None),) * axis
+  if k == 1: return jnp.expand_dims(x[before + (slice(0, (o - 1) * s + 1, s),)], axis)
+  e = -(-k * (i + d) // i)
+  y = jnp.broadcast_to(jnp.expand_dims(x, axis), pre + (e, i) + post).reshape(pre + (e * i,) + post)
+  y = y[before + (slice(0, k * (i + d)),)].reshape(pre + (k, i + d) + post)
+  return y[before + (slice(None), slice(0, (o - 1) * s + 1, s))]
+
+def _window_view(x, kernel: tuple, stride: tuple, dilation: tuple, out: tuple):
+  """The sliding windows of x (N, C, *spatial) as one view of shape (N, C, *kernel, *out)."""
+  n = len(kernel)
+  for j, (k, s, d, o) in enumerate(zip(kernel, stride, dilation, out)):
+    x = _window_axis(x, 2 + 2 * j, k, s, d, o)                 # (N, C, K0, O0, ..., Kj, Oj, S(j+1), ...)
+  return x.transpose((0, 1) + tuple(2 + 2 * j for j in range(n)) + tuple(3 + 2 * j for j in range(n)))
+
 def _pad_spatial(x, pads: list, value=0.0):
   if all(p == (0, 0) for p in pads): return x
   if any(lo < 0 or hi < 0 for lo, hi in pads):   # negative padding crops
@@ -86,13 +106,13 @@ def conv(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1)
 
 def _contract(x, weight, kernel, stride, dilation, out, groups):
   """im2col: the windows stacked on a kernel axis, contracted over (channel, kernel offset) with the weight."""
-  (nb, c), o, kt, length = x.shape[:2], weight.shape[0], math.prod(kernel), math.prod(out)
-  views = _windows(x, kernel, stride, dilation, out)
-  cols = views[0][:, :, None] if kt == 1 else jnp.stack(views, axis=2)       # (N, C, Kt, *out)
-  cols = cols.reshape(nb, groups, c // groups, kt, length)
-  w = weight.reshape(groups, o // groups, c // groups, kt)
-  y = jnp.einsum('ngckl,gock->ngol', cols, w) if groups > 1 else jnp.einsum('nckl,ock->nol', cols[:, 0], w[0])
-  return y.reshape((nb, o) + tuple(out))
+  (nb, c), o, n = x.shape[:2], weight.shape[0], len(kernel)
+  cols = _window_view(x, kernel, stride, dilation, out)           # (N, C, *kernel, *out)
+  ks, ls = 'hijk'[:n], 'pqrs'[:n]        # kernel and output axes stay apart: their loops index the view affinely
+  if groups == 1: return jnp.einsum(f'nc{ks}{ls},oc{ks}->no{ls}', cols, weight)
+  cols = cols.reshape((nb, groups, c // groups) + cols.shape[2:])
+  w = weight.reshape((groups, o // groups, c // groups) + tuple(kernel))
+  return jnp.einsum(f'ngc{ks}{ls},goc{ks}->ngo{ls}', cols, w).reshape((nb, o) + tuple(out))
 
 def _dilate(x, stride: tuple):
   """Insert stride-1 zeros between the elements of each spatial axis of x (N, C, *S)."""

@@ -86,8 +86,10 @@ class Assign:
 class Matmul:
   """out[b, i, j] = epilogue(sum_k x(b, i, k) * y(b, j, k)), made by optimize from a sum-of-products kernel.
 
-  `x` is in the template variables `i` and `k` (SPECIALs, the flat row and contraction index), `y` in `j`
-  and `k`, both may use the enclosing (batch) loop variables; `store` writes one result `cv` at (i, j).
+  `x` is in the kernel's own loop variables `ivars` (the rows) and `kvars` (the contraction), `y` in `jvars`
+  and `kvars`, both may use the enclosing (batch) loop variables: packing walks those loops, so a view's
+  index arithmetic stays affine (no division to split a flat index). `store` is in the template variables
+  `i` and `j` (SPECIALs, the flat row and column) and writes one result `cv`.
   """
   m: int
   n: int
@@ -99,6 +101,9 @@ class Matmul:
   parallel: bool = True
   x_k_inner: bool = False                   # pack x with k innermost (it is contiguous along k, not along i)
   y_k_inner: bool = False
+  ivars: list = field(default_factory=list)
+  jvars: list = field(default_factory=list)
+  kvars: list = field(default_factory=list)
   @property
   def work(self) -> int: return 2 * self.m * self.n * self.k
 

@@ -98,9 +98,9 @@ def as_matmul(k: Kernel):
   cv = UOp(Ops.SPECIAL, acc.dtype, (), ('cv', 0))
   out_map = {**mi, **mj, acc: cv}
   new_store = Store(store.buf, _rewrite(store.idx, out_map), _rewrite(store.value, out_map), store.valid)
-  x, y = _rewrite(x, {**mi, **mk}), _rewrite(y, {**mj, **mk})
   mm = Matmul(si.arg[1], sj.arg[1], sk.arg[1], x, y, new_store, acc.dtype,
-              x_k_inner=_contiguous_along(x, sk, si), y_k_inner=_contiguous_along(y, sk, sj))
+              x_k_inner=_contiguous_along(x, kv[-1], iv[-1]), y_k_inner=_contiguous_along(y, kv[-1], jv[-1]),
+              ivars=iv, jvars=jv, kvars=kv)
   batch = [Loop(l.var) for l in loops if l.var not in iv and l.var not in jv]
   stmts: list = [mm]
   for b in reversed(batch): stmts = [Loop(b.var, stmts)]

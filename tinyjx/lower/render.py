@@ -20,6 +20,7 @@ import math
 from tinyjx import dtypes
 from tinyjx.uop import UOp, Ops, toposort
 from tinyjx.lower.index import Loop, Decl, Update, Store, Sort, Matmul, Kernel, Local, Assign, identity
+from tinyjx.lower import symbolic as sym
 
 TYPES = {dtypes.bool_: '_Bool', dtypes.int8: 'int8_t', dtypes.int16: 'int16_t', dtypes.int32: 'int32_t',
          dtypes.int64: 'int64_t', dtypes.uint8: 'uint8_t', dtypes.uint16: 'uint16_t', dtypes.uint32: 'uint32_t',
@@ -253,6 +254,16 @@ INFIX = {Ops.ADD: '+', Ops.SUB: '-', Ops.MUL: '*', Ops.AND: '&', Ops.OR: '|', Op
 FAST_F32 = {Ops.EXP: 'exp', Ops.LOG: 'log', Ops.TANH: 'tanh'}
 NARROW = {dtypes.bool_, dtypes.int8, dtypes.int16, dtypes.uint8, dtypes.uint16}
 
+PACK_CACHE = 1 << 19          # bytes of a packed operand that stay in cache while the other side streams past
+SIZES = {dtypes.float32: 4, dtypes.float64: 8}
+
+def _flat(vars_: list) -> UOp:
+  """The flat (row-major) index over loop variables `vars_`: affine, sum of var * stride."""
+  out, stride = sym.const(0), 1
+  for v in reversed(vars_):
+    out, stride = sym.add(out, sym.mul(v, stride)), stride * v.arg[1]
+  return out
+
 def c_float(v: float, dt) -> str:
   if math.isnan(v): return 'NAN'
   if math.isinf(v): return 'INFINITY' if v > 0 else '(-INFINITY)'
@@ -408,47 +419,120 @@ class CRenderer:
     self.scopes.pop()
     return out
 
-  def pack_loops(self, k: str, kn: str, r: str, rn: str, k_inner: bool) -> str:
-    """The two inner loops of a packing loop nest, ordered so the operand is read along its contiguous axis."""
-    loops = [f"for (int64_t {k} = 0; {k} < {kn}; {k}++)", f"for (int64_t {r} = 0; {r} < {rn}; {r}++)"]
-    return " ".join(loops[::-1] if k_inner else loops)
+  def pack(self, s: Matmul, which: str, lines: list, pad: str) -> None:
+    """Copy one operand into its panels: pa[(i / MR * K + k) * MR + i % MR] = x(i, k) (pb likewise with NR).
+    The operand's contiguous axis runs innermost: one flat parallel loop over the other side (its loop
+    variables recovered once per iteration), then the kernel's own nested loops, so the operand's index
+    arithmetic stays affine."""
+    x, rows, n, blk, buf, k_inner = ((s.x, s.ivars, s.m, 'TJX_MR', 'pa', s.x_k_inner) if which == 'a' else
+                                     (s.y, s.jvars, s.n, f"TJX_NR_{SUFFIX[s.dtype].upper()}", 'pb', s.y_k_inner))
+    outer, inner = (rows, s.kvars) if k_inner else (s.kvars, rows)
+    sizes = [v.arg[1] for v in outer]
+    lines += ["#pragma omp for schedule(static)", f"{pad}for (int64_t u = 0; u < {math.prod(sizes)}; u++) {{"]
+    p = pad + "  "
+    for d, v in enumerate(outer):
+      stride, part = math.prod(sizes[d + 1:]), "u"
+      if stride > 1: part = f"(u / {stride})"
+      if d > 0: part = f"({part} % {sizes[d]})"
+      lines.append(f"{p}const int64_t {self.name(v)} = {part};")
+    self.scopes.append(Scope(lines, p, set(outer)))
+    for v in inner:
+      lines.append(f"{p}for (int64_t {self.name(v)} = 0; {self.name(v)} < {v.arg[1]}; {self.name(v)}++) {{")
+      p += "  "
+      self.scopes.append(Scope(lines, p, {v}))
+    r, k = self.expr(_flat(rows)), self.expr(_flat(s.kvars))
+    lines.append(f"{p}{buf}[(({r}) / {blk} * K + {k}) * {blk} + ({r}) % {blk}] = {self.expr(x)};")
+    for _ in range(len(inner) + 1):
+      self.scopes.pop()
+      p = p[:-2]
+      lines.append(f"{p}}}")
+    lines += ["#pragma omp for schedule(static)",
+              f"{pad}for (int64_t r = {n}; r < {'MB' if which == 'a' else 'NB'} * {blk}; r++) "
+              f"for (int64_t k = 0; k < K; k++) {buf}[(r / {blk} * K + k) * {blk} + r % {blk}] = 0;"]
+
+  def pack_panel(self, s: Matmul, which: str, lines: list, pad: str) -> None:
+    """Pack one panel (block `bb` of MR rows of x, or NR columns of y) into this thread's `panel`; rows past
+    the end are zeros. Row-outer (each row's loop variables recovered once, then the contraction loops) unless
+    the operand runs along its single row variable, then contraction-outer so reads stay in order."""
+    x, rows, n, blk, k_inner = ((s.x, s.ivars, s.m, 'TJX_MR', s.x_k_inner) if which == 'a' else
+                                (s.y, s.jvars, s.n, f"TJX_NR_{SUFFIX[s.dtype].upper()}", s.y_k_inner))
+    def nest(vars_, p, body):
+      for v in vars_:
+        lines.append(f"{p}for (int64_t {self.name(v)} = 0; {self.name(v)} < {v.arg[1]}; {self.name(v)}++) {{")
+        p += "  "
+        self.scopes.append(Scope(lines, p, {v}))
+      body(p)
+      for _ in vars_:
+        self.scopes.pop()
+        p = p[:-2]
+        lines.append(f"{p}}}")
+    if k_inner or len(rows) > 1:
+      sizes = [v.arg[1] for v in rows]
+      lines += [f"{pad}for (int64_t q = 0; q < {blk}; q++) {{", f"{pad}  const int64_t r = bb * {blk} + q;",
+                f"{pad}  if (r >= {n}) {{ for (int64_t k = 0; k < K; k++) panel[k * {blk} + q] = 0; continue; }}"]
+      for d, v in enumerate(rows):
+        stride, part = math.prod(sizes[d + 1:]), "r"
+        if stride > 1: part = f"(r / {stride})"
+        if d > 0: part = f"({part} % {sizes[d]})"
+        lines.append(f"{pad}  const int64_t {self.name(v)} = {part};")
+      self.scopes.append(Scope(lines, pad + "  ", set(rows)))
+      nest(s.kvars, pad + "  ", lambda p: lines.append(
+        f"{p}panel[{self.expr(_flat(s.kvars))} * {blk} + q] = {self.expr(x)};"))
+      self.scopes.pop()
+      lines.append(f"{pad}}}")
+      return
+    def body(p):
+      k = self.expr(_flat(s.kvars))
+      lines.append(f"{p}for (int64_t q = 0; q < {blk}; q++) {{")
+      lines.append(f"{p}  const int64_t {self.name(rows[0])} = bb * {blk} + q;")
+      self.scopes.append(Scope(lines, p + "  ", set(rows)))
+      lines.append(f"{p}  if ({self.name(rows[0])} < {n}) panel[{k} * {blk} + q] = {self.expr(x)};")
+      lines.append(f"{p}  else panel[{k} * {blk} + q] = 0;")
+      self.scopes.pop()
+      lines.append(f"{p}}}")
+    nest(s.kvars, pad, body)
 
   def matmul(self, s: Matmul, lines: list, pad: str) -> None:
+    """One side is packed whole first; the other is packed a panel at a time inside the parallel loop over its
+    blocks, right before the micro-kernel runs that panel against every block of the first (the panel stays
+    in cache, and no buffer the size of the big operand is ever written). The whole side is x unless x is
+    big and y fits in cache."""
     t, nr = self.type_names[s.dtype], f"TJX_NR_{SUFFIX[s.dtype].upper()}"
+    size = SIZES[s.dtype]
+    panels_of_x = s.m * s.k * size > PACK_CACHE and s.n * s.k * size <= PACK_CACHE
+    whole, part = ('b', 'a') if panels_of_x else ('a', 'b')
+    wbuf, wblk, pblk = ('pb', nr, 'TJX_MR') if panels_of_x else ('pa', 'TJX_MR', nr)
     p2, p3 = pad + "    ", pad + "      "
-    pack_b = self.scoped(lambda out: out.append(f"{p3}pb[(jb * K + k) * {nr} + q] = {self.expr(s.y)};"), p3)
-    pack_a = self.scoped(lambda out: out.append(f"{p3}pa[(ib * K + k) * TJX_MR + r] = {self.expr(s.x)};"), p3)
-    store = self.scoped(lambda out: self.stmt(s.store, out, len(p3) // 2 + 1), p3 + "  ")
+    store = self.scoped(lambda out: self.stmt(s.store, out, len(p3) // 2 + 2), p3 + "    ")
+    nblocks, other = ('MB', 'NB') if panels_of_x else ('NB', 'MB')
+    a_ptr = "panel" if panels_of_x else "pa + sb * TJX_MR * K"
+    b_ptr = "pb + sb * {} * K".format(nr) if panels_of_x else "panel"
+    ib, jb = ("bb", "sb") if panels_of_x else ("sb", "bb")
     lines += [f"{pad}{{",
               f"{pad}  const int64_t M = {s.m}, N = {s.n}, K = {s.k};",
               f"{pad}  const int64_t NB = (N + {nr} - 1) / {nr}, MB = (M + TJX_MR - 1) / TJX_MR;",
-              f"{pad}  {t}* pa = tjx_alloc(MB * TJX_MR * K * sizeof({t}));",
-              f"{pad}  {t}* pb = tjx_alloc(NB * {nr} * K * sizeof({t}));",
+              f"{pad}  {t}* {wbuf} = tjx_alloc({'MB' if wbuf == 'pa' else 'NB'} * {wblk} * K * sizeof({t}));",
               f"#pragma omp parallel if({int(s.parallel)})",
-              f"{pad}  {{",
+              f"{pad}  {{"]
+    self.pack(s, whole, lines, pad + "  ")
+    lines += [f"{pad}  {t}* panel = tjx_alloc({pblk} * K * sizeof({t}));",
               "#pragma omp for schedule(static)",
-              f"{pad}  for (int64_t jb = 0; jb < NB; jb++) {self.pack_loops('k', 'K', 'q', nr, s.y_k_inner)} {{",
-              f"{p2}const int64_t j = jb * {nr} + q;",
-              f"{p2}if (j < N) {{", *pack_b, f"{p2}}} else pb[(jb * K + k) * {nr} + q] = 0;",
+              f"{pad}  for (int64_t bb = 0; bb < {nblocks}; bb++) {{"]
+    self.pack_panel(s, part, lines, p2)
+    lines += [f"{p2}for (int64_t sb = 0; sb < {other}; sb++) {{",
+              f"{p3}{t} c[TJX_MR * {nr}] __attribute__((aligned(64)));",
+              f"{p3}tjx_mm_{SUFFIX[s.dtype]}(K, {a_ptr}, {b_ptr}, c, 0);",
+              f"{p3}const int64_t rows = M - {ib} * TJX_MR < TJX_MR ? M - {ib} * TJX_MR : TJX_MR;",
+              f"{p3}const int64_t cols = N - {jb} * {nr} < {nr} ? N - {jb} * {nr} : {nr};",
+              f"{p3}for (int64_t r = 0; r < rows; r++) {{",
+              f"{p3}  const int64_t i = {ib} * TJX_MR + r;",
+              f"{p3}  for (int64_t q = 0; q < cols; q++) {{",
+              f"{p3}    const int64_t j = {jb} * {nr} + q;",
+              f"{p3}    const {t} cv = c[r * {nr} + q];", *store,
+              f"{p3}  }}", f"{p3}}}", f"{p2}}}", f"{pad}  }}",
+              f"{pad}  free(panel);",
               f"{pad}  }}",
-              "#pragma omp for schedule(static)",
-              f"{pad}  for (int64_t ib = 0; ib < MB; ib++) {self.pack_loops('k', 'K', 'r', 'TJX_MR', s.x_k_inner)} {{",
-              f"{p2}const int64_t i = ib * TJX_MR + r;",
-              f"{p2}if (i < M) {{", *pack_a, f"{p2}}} else pa[(ib * K + k) * TJX_MR + r] = 0;",
-              f"{pad}  }}",
-              "#pragma omp for collapse(2) schedule(static)",
-              f"{pad}  for (int64_t jb = 0; jb < NB; jb++) for (int64_t ib = 0; ib < MB; ib++) {{",
-              f"{p2}{t} c[TJX_MR * {nr}] __attribute__((aligned(64)));",
-              f"{p2}tjx_mm_{SUFFIX[s.dtype]}(K, pa + ib * TJX_MR * K, pb + jb * {nr} * K, c, 0);",
-              f"{p2}const int64_t rows = M - ib * TJX_MR < TJX_MR ? M - ib * TJX_MR : TJX_MR;",
-              f"{p2}const int64_t cols = N - jb * {nr} < {nr} ? N - jb * {nr} : {nr};",
-              f"{p2}for (int64_t r = 0; r < rows; r++) {{",
-              f"{p2}  const int64_t i = ib * TJX_MR + r;",
-              f"{p2}  for (int64_t q = 0; q < cols; q++) {{",
-              f"{p3}  const int64_t j = jb * {nr} + q;",
-              f"{p3}  const {t} cv = c[r * {nr} + q];", *store,
-              f"{p2}  }}", f"{p2}}}", f"{pad}  }}", f"{pad}  }}",
-              f"{pad}  free(pa); free(pb);",
+              f"{pad}  free({wbuf});",
               f"{pad}}}"]
 
   # --- expressions ---

@@ -146,7 +146,9 @@ pm_decompose = PatternMatcher([
 
 def fold_permutes(roots: list) -> list:
   """A reduction read only through one PERMUTE reduces a permuted input instead, so the kernel that
-  computes it writes the layout its readers want (a matmul's transposed gradient is stored transposed)."""
+  computes it writes the layout its readers want (a matmul's transposed gradient is stored transposed).
+  Folds run in graph order and each new reduction is built on the already-folded graph below it, or the
+  unfolded reduction would stay alive there and be computed twice."""
   users: dict = {}
   for n in toposort(roots):
     for s in n.src: users.setdefault(s, set()).add(n)
@@ -158,5 +160,6 @@ def fold_permutes(roots: list) -> list:
     kept = [d for d in range(r.src[0].ndim) if d not in axes]
     order = [kept[i] for i in p.arg] + list(axes)
     n_kept = len(kept)
-    mapping[p] = UOp(Ops.REDUCE, r.dtype, (r.src[0].permute(order),), (op, tuple(range(n_kept, n_kept + len(axes)))))
+    src = substitute([r.src[0]], mapping)[0] if mapping else r.src[0]
+    mapping[p] = UOp(Ops.REDUCE, r.dtype, (src.permute(order),), (op, tuple(range(n_kept, n_kept + len(axes)))))
   return substitute(roots, mapping)

@@ -16,6 +16,9 @@ non-negative, which holds for every in-bounds index (padding masks guard the res
 True
 >>> pretty(floordiv(add(mul(loop_var(1, 4), 25), loop_var(2, 17), const(3)), 5))
 '((i1*5)+((i2+3)/5))'
+>>> a, b = loop_var(3, 5), loop_var(4, 20)       # a sliding-window view: (a*(24+1) + b) % 24 is a + b
+>>> pretty(mod(add(mul(a, 25), b), 24)), pretty(floordiv(add(mul(a, 25), b), 24))
+('(i3+i4)', 'i3')
 """
 from __future__ import annotations
 import math, weakref
@@ -105,6 +108,11 @@ def _merge_div_mod(terms: dict) -> tuple[dict, int]:
     extra += k * c0
   return {a: v for a, v in terms.items() if v}, extra
 
+def _nonneg_atoms(terms: dict) -> bool:
+  """Every atom is >= 0, so reducing coefficients modulo d keeps the remainder's sum non-negative (C's `/`
+  and `%` are then floor division, and `(a*(d+1) + b) % d` may become `(a + b) % d`)."""
+  return all(bounds(a)[0] >= 0 for a in terms)
+
 # --- constructors ---
 def add(*xs: UOp) -> UOp:
   terms, c = {}, 0
@@ -127,8 +135,9 @@ def floordiv(x: UOp, d: int) -> UOp:
   terms, c = linear(x)
   g = math.gcd(d, c, *terms.values())
   if g > 1: return floordiv(from_linear({a: v // g for a, v in terms.items()}, c // g), d // g)
-  whole = {a: v // d for a, v in terms.items() if v % d == 0}
-  rest = from_linear({a: v for a, v in terms.items() if v % d}, c % d)
+  split = _nonneg_atoms(terms)   # then every coefficient splits into a multiple of d and a remainder
+  whole = {a: v // d for a, v in terms.items() if split or v % d == 0}
+  rest = from_linear({a: v % d if split else v for a, v in terms.items() if v % d}, c % d)
   base = from_linear(whole, c // d)
   rlo, rhi = bounds(rest)
   if rlo >= 0 and rhi < d: return base
@@ -144,7 +153,8 @@ def mod(x: UOp, d: int) -> UOp:
   if lo >= 0 and hi < d: return x
   if lo < 0: return UOp(Ops.REM, IDX, (x, const(d)))
   terms, c = linear(x)
-  rest = from_linear({a: v for a, v in terms.items() if v % d}, c % d)
+  split = _nonneg_atoms(terms)
+  rest = from_linear({a: v % d if split else v for a, v in terms.items() if v % d}, c % d)
   rlo, rhi = bounds(rest)
   if rlo >= 0 and rhi < d: return rest
   if rest.op is Ops.REM and is_const(rest.src[1]) and rest.src[1].arg[0] % d == 0: return mod(rest.src[0], d)
