@@ -9,9 +9,9 @@ reduces strided slices of the input with maximum or sum. Everything is tinyjx.nu
 vmap and jit come from tinyjx's transforms.
 """
 from __future__ import annotations
-import itertools, math
+import functools, itertools, math
 import tinyjx.numpy as jnp
-from tinyjx import random
+from tinyjx import random, custom_jvp, custom_vjp
 
 __all__ = ['conv', 'conv_transpose', 'max_pool', 'avg_pool', 'max_pool1d', 'max_pool2d', 'avg_pool1d', 'avg_pool2d',
            'dropout', 'batch_norm', 'layer_norm', 'rms_norm', 'group_norm', 'flatten', 'cross_entropy']
@@ -101,8 +101,61 @@ def conv(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1)
   stride, dilation = _tuple(stride, n, 'stride'), _tuple(dilation, n, 'dilation')
   x = _pad_spatial(x, _padding(padding, n, x.shape[2:], kernel, stride, dilation))
   out = _out_sizes(x.shape[2:], kernel, stride, dilation, 'conv', x.shape)
-  y = _contract(x, weight, kernel, stride, dilation, out, groups)
+  y = _conv_op(kernel, stride, dilation, out, groups)(x, weight)
   return y if bias is None else y + bias.reshape((1, o) + (1,) * n)
+
+# The convolution of a padded input as a custom_jvp function whose tangent map is a custom_vjp one: that is
+# what makes the backward pass cheap. Derived by AD from `_contract`, the input gradient would be the
+# transpose of the window view applied to einsum(weight, ct): a (N, C, *kernel, *out) array, kernel-size
+# times bigger than the input, written and then summed. Given by hand, it is a transposed convolution: one
+# more convolution over the (dilated, padded) output gradient with the flipped weight, nothing materialized.
+# Forward mode differentiates the (bilinear) function itself, so jvp, jacfwd and hessian work too.
+@functools.lru_cache(maxsize=None)
+def _conv_op(kernel: tuple, stride: tuple, dilation: tuple, out: tuple, groups: int):
+  def plain(x, w): return _contract(x, w, kernel, stride, dilation, out, groups)
+
+  def lin_fwd(x, w): return plain(x, w), (x, w)
+  def lin_bwd(res, g):
+    x, w = res
+    return (_input_grad(g, w, x.shape, kernel, stride, dilation, groups).astype(x.dtype),
+            _weight_grad(x, g, kernel, stride, dilation, out, groups).astype(w.dtype))
+  lin = custom_vjp(plain)
+  lin.defvjp(lin_fwd, lin_bwd)
+  lin.forward_mode_differentiates_fun = True
+
+  op = custom_jvp(plain)
+  @op.defjvp
+  def op_jvp(primals, tangents):
+    (x, w), (tx, tw) = primals, tangents
+    return op(x, w), lin(tx, w) + lin(x, tw)
+  return op
+
+def _input_grad(g, w, shape: tuple, kernel, stride, dilation, groups):
+  """d conv / d x applied to g: a stride-1 convolution of g dilated by the stride and padded by the kernel's
+  reach, with the weight flipped and its two channel axes swapped (per group); `extra` covers the input rows
+  past the last window."""
+  extra = [(s - d * (k - 1) - 1) % st for s, k, st, d in zip(shape[2:], kernel, stride, dilation)]
+  pads = [(d * (k - 1), d * (k - 1) + e) for k, d, e in zip(kernel, dilation, extra)]
+  gp, wt = _pad_spatial(_dilate(g, stride), pads), _flip_weight(w, groups)
+  return _contract(gp, wt, kernel, (1,) * len(kernel), dilation, tuple(shape[2:]), groups)
+
+def _weight_grad(x, g, kernel, stride, dilation, out, groups):
+  """d conv / d weight applied to g: the windows of x contracted with g over the batch and output positions."""
+  (nb, c), o, n = x.shape[:2], g.shape[1], len(kernel)
+  cols = _window_view(x, kernel, stride, dilation, out)
+  ks, ls = 'hijk'[:n], 'pqrs'[:n]
+  if groups == 1: return jnp.einsum(f'nc{ks}{ls},no{ls}->oc{ks}', cols, g)
+  cols = cols.reshape((nb, groups, c // groups) + cols.shape[2:])
+  gg = g.reshape((nb, groups, o // groups) + g.shape[2:])
+  return jnp.einsum(f'ngc{ks}{ls},ngo{ls}->goc{ks}', cols, gg).reshape((o, c // groups) + tuple(kernel))
+
+def _flip_weight(w, groups: int):
+  """(A, B, *K) grouped as (groups, A / groups, B) -> (groups * B, A / groups, *K) with every kernel axis
+  reversed: the weight of the transposed convolution."""
+  a, b, kernel = w.shape[0], w.shape[1], tuple(w.shape[2:])
+  w = w.reshape((groups, a // groups, b) + kernel)
+  w = jnp.flip(jnp.swapaxes(w, 1, 2), axis=tuple(range(3, 3 + len(kernel))))
+  return w.reshape((groups * b, a // groups) + kernel)
 
 def _contract(x, weight, kernel, stride, dilation, out, groups):
   """im2col: the windows stacked on a kernel axis, contracted over (channel, kernel offset) with the weight."""
@@ -144,9 +197,7 @@ def conv_transpose(x, weight, bias=None, stride=1, padding=0, output_padding=0, 
   for op, s, d in zip(output_padding, stride, dilation):
     if op >= max(s, d): raise ValueError(f"conv_transpose: output_padding {output_padding} must be smaller than "
                                          f"stride {stride} or dilation {dilation}")
-  cin, cout_g = weight.shape[:2]
-  w = weight.reshape((groups, cin // groups, cout_g) + kernel)
-  w = jnp.flip(jnp.swapaxes(w, 1, 2), axis=tuple(range(3, 3 + n))).reshape((groups * cout_g, cin // groups) + kernel)
+  w = _flip_weight(weight, groups)
   pads = [(d * (k - 1) - p, d * (k - 1) - p + op) for k, p, op, d in zip(kernel, padding, output_padding, dilation)]
   return conv(_pad_spatial(_dilate(x, stride), pads), w, bias, 1, 0, dilation, groups)
 

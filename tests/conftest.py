@@ -1,7 +1,16 @@
-"""Shared fixtures: the compiled CPU device (skipped where no C compiler exists) and a private kernel cache."""
+"""Shared fixtures: the compiled CPU device (skipped where no C compiler exists) and a private kernel cache.
+
+SEMANTICS_DEVICE is the device the semantics suites pin (numpy/JAX behaviour, properties over thousands of
+small graphs): the PYTHON reference interpreter by default, since compiling each graph would cost a compiler
+call. `TINYJX_TEST_DEVICE=CPU TINYJX_EAGER_COMPILE_MS=0` runs the same suites compiled, every graph through
+the lowering pipeline and the C compiler; `.ci/run` does that as its second pass.
+"""
+import os
 import pytest
 import tinyjx
 from tinyjx import devices
+
+SEMANTICS_DEVICE = os.environ.get('TINYJX_TEST_DEVICE', 'PYTHON')
 
 @pytest.fixture
 def cpu():

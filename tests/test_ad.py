@@ -15,12 +15,13 @@ from tinyjx import lax, nn as jnn, dtypes
 from tinyjx.array import Array
 from tinyjx.uop import UOp, Ops, GroupOp
 from tinyjx.transforms import ad
+from conftest import SEMANTICS_DEVICE
 
 X64 = dict(JAX_ENABLE_X64=True)
 # The property tests build thousands of distinct graphs; they run on the PYTHON reference device, which
 # interprets instead of compiling each one. test_default_device_matches_python_on_derivatives then runs the
 # same derivative graphs on the default (compiled) device and compares.
-REFERENCE = dict(JAX_ENABLE_X64=True, TINYJX_DEVICE='PYTHON')
+REFERENCE = dict(JAX_ENABLE_X64=True, TINYJX_DEVICE=SEMANTICS_DEVICE)
 H = 1e-6
 
 def prim(op, *xs, arg=None):

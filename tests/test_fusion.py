@@ -124,3 +124,20 @@ def test_an_adam_update_is_one_kernel(cpu):
   np.testing.assert_allclose(got[0], want, rtol=1e-4, atol=1e-6)
   np.testing.assert_allclose(got[1], m2, rtol=1e-6)
   np.testing.assert_allclose(got[3], 4.0)
+
+def test_stacked_convolutions_compute_each_contraction_once(cpu):
+  """The gradient of conv -> conv -> linear: each dot_general of the jaxpr is one matmul kernel and none is
+  computed twice (folding a transpose into one reduction must not leave the unfolded one alive below it)."""
+  from nn import functional as F
+  x, w1, w2, w3 = rand(8, 2, 16, 16), rand(4, 2, 3, 3, seed=1), rand(6, 4, 3, 3, seed=2), rand(864, 10, seed=3)
+  def loss(w1, w2, w3, x):
+    h = F.conv(F.conv(x, w1), w2).reshape(8, -1)
+    return jnp.sum(jnp.tanh(h @ w3))
+  g = tinyjx.grad(loss, argnums=(0, 1, 2))
+  exe = compiled(cpu, g, w1, w2, w3, x)
+  # forward: conv1, conv2, linear; backward: three weight gradients, the linear's input gradient and conv2's
+  # (a transposed convolution); conv1's input gradient is never needed
+  assert exe.source.count('tjx_mm_f32(K,') == 8
+  with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
+    want = g(*map(jnp.asarray, (w1, w2, w3, x)))
+  for a, b in zip(run(exe, w1, w2, w3, x), want): np.testing.assert_allclose(a, np.asarray(b), rtol=2e-4, atol=2e-4)

@@ -9,12 +9,13 @@ from hypothesis.extra import numpy as hnp
 import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx import dtypes
+from conftest import SEMANTICS_DEVICE
 
 @pytest.fixture(autouse=True, scope="module")
 def python_device():
   """Pin the PYTHON reference device: these tests check numpy/JAX semantics (compiled devices are compared with
   it elsewhere)."""
-  with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
+  with tinyjx.Context(TINYJX_DEVICE=SEMANTICS_DEVICE):
     yield
 
 DTYPES = ['bool', 'int8', 'int32', 'uint8', 'uint32', 'float16', 'bfloat16', 'float32']

@@ -8,12 +8,13 @@ from hypothesis.extra import numpy as hnp
 import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx.uop import Ops, GroupOp
+from conftest import SEMANTICS_DEVICE
 
 @pytest.fixture(autouse=True, scope="module")
 def python_device():
   """Pin the PYTHON reference device: these tests check numpy/JAX semantics (compiled devices are compared with
   it elsewhere)."""
-  with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
+  with tinyjx.Context(TINYJX_DEVICE=SEMANTICS_DEVICE):
     yield
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))

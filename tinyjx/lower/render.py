@@ -419,41 +419,11 @@ class CRenderer:
     self.scopes.pop()
     return out
 
-  def pack(self, s: Matmul, which: str, lines: list, pad: str) -> None:
-    """Copy one operand into its panels: pa[(i / MR * K + k) * MR + i % MR] = x(i, k) (pb likewise with NR).
-    The operand's contiguous axis runs innermost: one flat parallel loop over the other side (its loop
-    variables recovered once per iteration), then the kernel's own nested loops, so the operand's index
-    arithmetic stays affine."""
-    x, rows, n, blk, buf, k_inner = ((s.x, s.ivars, s.m, 'TJX_MR', 'pa', s.x_k_inner) if which == 'a' else
-                                     (s.y, s.jvars, s.n, f"TJX_NR_{SUFFIX[s.dtype].upper()}", 'pb', s.y_k_inner))
-    outer, inner = (rows, s.kvars) if k_inner else (s.kvars, rows)
-    sizes = [v.arg[1] for v in outer]
-    lines += ["#pragma omp for schedule(static)", f"{pad}for (int64_t u = 0; u < {math.prod(sizes)}; u++) {{"]
-    p = pad + "  "
-    for d, v in enumerate(outer):
-      stride, part = math.prod(sizes[d + 1:]), "u"
-      if stride > 1: part = f"(u / {stride})"
-      if d > 0: part = f"({part} % {sizes[d]})"
-      lines.append(f"{p}const int64_t {self.name(v)} = {part};")
-    self.scopes.append(Scope(lines, p, set(outer)))
-    for v in inner:
-      lines.append(f"{p}for (int64_t {self.name(v)} = 0; {self.name(v)} < {v.arg[1]}; {self.name(v)}++) {{")
-      p += "  "
-      self.scopes.append(Scope(lines, p, {v}))
-    r, k = self.expr(_flat(rows)), self.expr(_flat(s.kvars))
-    lines.append(f"{p}{buf}[(({r}) / {blk} * K + {k}) * {blk} + ({r}) % {blk}] = {self.expr(x)};")
-    for _ in range(len(inner) + 1):
-      self.scopes.pop()
-      p = p[:-2]
-      lines.append(f"{p}}}")
-    lines += ["#pragma omp for schedule(static)",
-              f"{pad}for (int64_t r = {n}; r < {'MB' if which == 'a' else 'NB'} * {blk}; r++) "
-              f"for (int64_t k = 0; k < K; k++) {buf}[(r / {blk} * K + k) * {blk} + r % {blk}] = 0;"]
-
   def pack_panel(self, s: Matmul, which: str, lines: list, pad: str) -> None:
-    """Pack one panel (block `bb` of MR rows of x, or NR columns of y) into this thread's `panel`; rows past
-    the end are zeros. Row-outer (each row's loop variables recovered once, then the contraction loops) unless
-    the operand runs along its single row variable, then contraction-outer so reads stay in order."""
+    """Pack one panel (block `bb` of MR rows of x, or NR columns of y) at `dst`: dst[k * MR + r] = x(row, k),
+    zeros past the last row. Row-outer (each row's loop variables recovered once, then the kernel's own
+    contraction loops, so a view's index arithmetic stays affine) unless the operand runs along its single row
+    variable: then contraction-outer, so both the reads and the writes stay in order."""
     x, rows, n, blk, k_inner = ((s.x, s.ivars, s.m, 'TJX_MR', s.x_k_inner) if which == 'a' else
                                 (s.y, s.jvars, s.n, f"TJX_NR_{SUFFIX[s.dtype].upper()}", s.y_k_inner))
     def nest(vars_, p, body):
@@ -469,7 +439,7 @@ class CRenderer:
     if k_inner or len(rows) > 1:
       sizes = [v.arg[1] for v in rows]
       lines += [f"{pad}for (int64_t q = 0; q < {blk}; q++) {{", f"{pad}  const int64_t r = bb * {blk} + q;",
-                f"{pad}  if (r >= {n}) {{ for (int64_t k = 0; k < K; k++) panel[k * {blk} + q] = 0; continue; }}"]
+                f"{pad}  if (r >= {n}) {{ for (int64_t k = 0; k < K; k++) dst[k * {blk} + q] = 0; continue; }}"]
       for d, v in enumerate(rows):
         stride, part = math.prod(sizes[d + 1:]), "r"
         if stride > 1: part = f"(r / {stride})"
@@ -477,7 +447,7 @@ class CRenderer:
         lines.append(f"{pad}  const int64_t {self.name(v)} = {part};")
       self.scopes.append(Scope(lines, pad + "  ", set(rows)))
       nest(s.kvars, pad + "  ", lambda p: lines.append(
-        f"{p}panel[{self.expr(_flat(s.kvars))} * {blk} + q] = {self.expr(x)};"))
+        f"{p}dst[{self.expr(_flat(s.kvars))} * {blk} + q] = {self.expr(x)};"))
       self.scopes.pop()
       lines.append(f"{pad}}}")
       return
@@ -486,8 +456,8 @@ class CRenderer:
       lines.append(f"{p}for (int64_t q = 0; q < {blk}; q++) {{")
       lines.append(f"{p}  const int64_t {self.name(rows[0])} = bb * {blk} + q;")
       self.scopes.append(Scope(lines, p + "  ", set(rows)))
-      lines.append(f"{p}  if ({self.name(rows[0])} < {n}) panel[{k} * {blk} + q] = {self.expr(x)};")
-      lines.append(f"{p}  else panel[{k} * {blk} + q] = 0;")
+      lines.append(f"{p}  if ({self.name(rows[0])} < {n}) dst[{k} * {blk} + q] = {self.expr(x)};")
+      lines.append(f"{p}  else dst[{k} * {blk} + q] = 0;")
       self.scopes.pop()
       lines.append(f"{p}}}")
     nest(s.kvars, pad, body)
@@ -514,10 +484,13 @@ class CRenderer:
               f"{pad}  {t}* {wbuf} = tjx_alloc({'MB' if wbuf == 'pa' else 'NB'} * {wblk} * K * sizeof({t}));",
               f"#pragma omp parallel if({int(s.parallel)})",
               f"{pad}  {{"]
-    self.pack(s, whole, lines, pad + "  ")
-    lines += [f"{pad}  {t}* panel = tjx_alloc({pblk} * K * sizeof({t}));",
+    lines += ["#pragma omp for schedule(static)", f"{pad}  for (int64_t bb = 0; bb < {other}; bb++) {{",
+              f"{p2}{t}* dst = {wbuf} + bb * {wblk} * K;"]
+    self.pack_panel(s, whole, lines, p2)
+    lines += [f"{pad}  }}",
+              f"{pad}  {t}* panel = tjx_alloc({pblk} * K * sizeof({t}));",
               "#pragma omp for schedule(static)",
-              f"{pad}  for (int64_t bb = 0; bb < {nblocks}; bb++) {{"]
+              f"{pad}  for (int64_t bb = 0; bb < {nblocks}; bb++) {{", f"{p2}{t}* dst = panel;"]
     self.pack_panel(s, part, lines, p2)
     lines += [f"{p2}for (int64_t sb = 0; sb < {other}; sb++) {{",
               f"{p3}{t} c[TJX_MR * {nr}] __attribute__((aligned(64)));",

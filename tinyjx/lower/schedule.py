@@ -10,6 +10,8 @@ elementwise consumers as an accumulator (index.py decides where that is legal). 
   GETITEM nodes that name their outputs;
 - a reduction read by more than one kernel (computed once instead of once per reader);
 - an elementwise node with transcendental work read by several kernels through different views;
+- the operand of a contraction read through a view that repeats its elements (a convolution's sliding
+  windows): packing the operand evaluates every repeat, so what the view reads is computed once instead;
 - anything the kernel builder reported it cannot compute in place (`forced`, from `index.NeedsBuffer`).
 
 The result is a list of `KernelItem`s and `StepItem`s in dependency order.
@@ -59,6 +61,7 @@ def decide_buffers(roots: list, forced: set) -> set:
   for n in nodes:
     if _needs_buffer(n): m.add(n)
     m.update(_forced_sources(n))
+    m.update(_repeated_operands(n))
   users: dict = {}
   for n in nodes:
     for s in n.src: users.setdefault(s, set()).add(n)
@@ -69,6 +72,20 @@ def decide_buffers(roots: list, forced: set) -> set:
     extra = {n for n, ks in readers.items() if len(ks) > 1 and _worth_buffer(n, users)}
     if not extra: return m
     m |= extra
+
+def _repeated_operands(n: UOp) -> list:
+  """For a sum of products (a contraction), each operand's computed source that the operand's view reads
+  more than once per element (the view, without the broadcast over the other operand, is bigger than it)."""
+  if n.op is not Ops.REDUCE or n.arg[0] is not Ops.ADD: return []
+  prod = n.src[0].src[0] if n.src[0].op is Ops.PERMUTE else n.src[0]     # fold_permutes' layout change
+  if prod.op is not Ops.MUL: return []
+  out = []
+  for v in prod.src:
+    while v.op is Ops.EXPAND: v = v.src[0]
+    base = v
+    while base.op in GroupOp.Movement: base = base.src[0]
+    if base.op not in INPUT_OPS and base.op is not Ops.CONST and v.size >= 2 * base.size: out.append(base)
+  return out
 
 def _worth_buffer(n: UOp, users: dict) -> bool:
   """A reduction read by several kernels, or transcendental work read by several kernels through several ops."""

@@ -282,7 +282,8 @@ class custom_vjp:
     srcs = [a.uop for a in call.arrays] + consts
     under_ad = any('TAG' in s.flags for s in srcs)
     rules = (('fwd', fj), ('bwd', bj))
-    spec = CallSpec('custom_vjp', fj if under_ad else prim, len(prim.outs), len(call.arrays), rules)
+    kind = 'custom_vjp+jvp' if getattr(self, 'forward_mode_differentiates_fun', False) else 'custom_vjp'
+    spec = CallSpec(kind, fj if under_ad else prim, len(prim.outs), len(call.arrays), rules)
     outs = node_outputs(Ops.CUSTOM_VJP, srcs, spec)
     return tree_util.tree_unflatten(prim.out_tree, [Array(u, w) for u, w in zip(outs, prim.out_weak)])
 
@@ -360,6 +361,13 @@ def custom_vjp_vjp(cts, node):
   return tuple(out)
 
 def custom_vjp_jvp(node, ts):
+  """JAX has no forward mode for custom_vjp functions. tinyjx extension: with
+  `f.forward_mode_differentiates_fun = True` (nn's convolution sets it), forward mode differentiates the
+  function itself (for fwd, the same function with its residuals as extra outputs)."""
+  spec = node.arg
+  if spec.kind == 'custom_vjp+jvp':
+    mask = tuple(t is not None for t in ts)
+    return tuple(ad.jvp_jaxpr(spec.jaxpr, mask)(*node.src, *[t for t in ts if t is not None])[len(spec.jaxpr.outs):])
   raise TypeError(f"can't apply forward-mode autodiff (jvp, jacfwd, hessian) to the custom_vjp function "
                   f"{node.arg.jaxpr.name}; use reverse mode (grad, vjp, jacrev), or define it with custom_jvp")
 
