@@ -3,7 +3,8 @@
 SEMANTICS_DEVICE is the device the semantics suites pin (numpy/JAX behaviour, properties over thousands of
 small graphs): the PYTHON reference interpreter by default, since compiling each graph would cost a compiler
 call. `TINYJX_TEST_DEVICE=CPU TINYJX_EAGER_COMPILE_MS=0` runs the same suites compiled, every graph through
-the lowering pipeline and the C compiler; `.ci/run` does that as its second pass.
+the lowering pipeline and the C compiler; `.ci/run` does that as its second pass (with fewer hypothesis
+examples: `examples` below).
 """
 import os
 import pytest
@@ -11,6 +12,11 @@ import tinyjx
 from tinyjx import devices
 
 SEMANTICS_DEVICE = os.environ.get('TINYJX_TEST_DEVICE', 'PYTHON')
+
+def examples(n: int) -> int:
+  """Hypothesis examples for a property test: n, scaled by TINYJX_TEST_EXAMPLES (a fraction; the compiled pass
+  of `.ci/run` uses fewer, since every example there is a compiler call)."""
+  return max(1, round(n * float(os.environ.get('TINYJX_TEST_EXAMPLES', '1'))))
 
 @pytest.fixture
 def cpu():

@@ -10,8 +10,9 @@ from hypothesis.extra import numpy as hnp
 import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx import nn
+from conftest import examples
 
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 X = [-5.0, -2.5, -1.0, -0.30000001192092896, 0.0, 0.30000001192092896, 1.0, 2.5, 5.0, 20.0]
 JAX_VALUES = {

@@ -15,7 +15,7 @@ from tinyjx import lax, nn as jnn, dtypes
 from tinyjx.array import Array
 from tinyjx.uop import UOp, Ops, GroupOp
 from tinyjx.transforms import ad
-from conftest import SEMANTICS_DEVICE
+from conftest import SEMANTICS_DEVICE, examples
 
 X64 = dict(JAX_ENABLE_X64=True)
 # The property tests build thousands of distinct graphs; they run on the PYTHON reference device, which
@@ -180,7 +180,7 @@ def check_second_order(f, args, ts, ct, finite_differences=True):
 shapes = st.lists(st.integers(1, 3), min_size=0, max_size=3).map(tuple)
 
 @pytest.mark.parametrize("name", sorted(CASES))
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(seed=st.integers(0, 2 ** 31 - 1), shape=shapes)
 def test_op_derivatives(name, seed, shape):
   rng = np.random.default_rng(seed)
@@ -331,7 +331,7 @@ API_FUNCTIONS = {   # functions of x: (3, 4) and y: (4, 2); idx is 5 row indices
 }
 
 @pytest.mark.parametrize("name", sorted(API_FUNCTIONS))
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(seed=st.integers(0, 2 ** 31 - 1))
 def test_api_functions_derivatives(name, seed):
   # first order against finite differences; second order: forward-over-reverse equals reverse-over-reverse

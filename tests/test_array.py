@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st, HealthCheck
 from hypothesis.extra import numpy as hnp
 import tinyjx
 import tinyjx.numpy as jnp
-from conftest import SEMANTICS_DEVICE
+from conftest import SEMANTICS_DEVICE, examples
 
 @pytest.fixture(autouse=True, scope="module")
 def python_device():
@@ -15,7 +15,7 @@ def python_device():
   with tinyjx.Context(TINYJX_DEVICE=SEMANTICS_DEVICE):
     yield
 
-SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=examples(25), deadline=None, suppress_health_check=list(HealthCheck))
 
 # --- values out ---
 def test_asarray_item_tolist():

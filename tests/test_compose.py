@@ -12,8 +12,9 @@ import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx import vmap
 from tinyjx.transforms.ad import grad, jvp, jacfwd, jacrev, hessian
+from conftest import examples
 
-FEW = settings(max_examples=8, deadline=None)
+FEW = settings(max_examples=examples(8), deadline=None)
 
 def close(a, b, rtol=2e-4, atol=2e-5):
   np.testing.assert_allclose(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64), rtol=rtol, atol=atol)

@@ -8,6 +8,7 @@ import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx import lax, grad, jit, jvp, vjp, vmap
 from tinyjx.uop import Ops, toposort
+from conftest import examples
 
 RNG = np.random.default_rng(0)
 
@@ -96,7 +97,7 @@ def scan_reference(f, init, xs, reverse=False):
     carry, ys[t] = f(carry, xs[t])
   return carry, np.stack(ys)
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(n=st.integers(1, 7), d=st.integers(1, 3), reverse=st.booleans(), seed=st.integers(0, 2 ** 16))
 def test_scan_against_python(n, d, reverse, seed):
   rng = np.random.default_rng(seed)
@@ -129,7 +130,7 @@ def test_map():
 
 # ---------------------------------------------------------------- dynamic slices
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=3), data=st.data())
 def test_dynamic_slice_and_update_against_numpy(shape, data):
   x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)

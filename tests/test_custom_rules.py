@@ -7,6 +7,7 @@ import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx.uop import Ops
 from tinyjx.transforms import ad, batching
+from conftest import examples
 
 needs_batch_rules = pytest.mark.skipif(
   not {Ops.CUSTOM_VJP, Ops.CUSTOM_JVP, Ops.CHECKPOINT} <= set(batching.batch_rules),
@@ -188,7 +189,7 @@ def mlp(w, x):
   for _ in range(2): x = jnp.tanh(x @ w)
   return jnp.sum(x ** 2)
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(seed=st.integers(0, 2 ** 31 - 1))
 def test_checkpoint_gives_the_same_values_and_derivatives(seed):
   rng = np.random.default_rng(seed)
@@ -250,3 +251,17 @@ def test_checkpoint_under_vmap():
   np.testing.assert_allclose(np.asarray(tinyjx.vmap(tinyjx.grad(f))(xs)), expected, rtol=1e-6)
   np.testing.assert_allclose(np.asarray(tinyjx.jacrev(lambda x: tinyjx.checkpoint(jnp.sin)(x))(xs[0])),
                              np.diag(np.cos(np.asarray(xs[0]))), rtol=1e-6)
+
+
+def test_custom_vjp_forward_mode_by_differentiating_the_function():
+  """JAX has no forward mode for custom_vjp; tinyjx's `forward_mode_differentiates_fun` opts in to jvp of the
+  function itself (nn's convolution uses it), while reverse mode still uses the given bwd."""
+  @tinyjx.custom_vjp
+  def f(x): return jnp.sin(x) * 2.0
+  f.defvjp(lambda x: (f(x), x), lambda x, g: (g * 2.0 * jnp.cos(x),))
+  with pytest.raises(TypeError, match="forward-mode"):
+    tinyjx.jvp(f, (jnp.asarray(0.5),), (jnp.asarray(1.0),))
+  f.forward_mode_differentiates_fun = True
+  _, t = tinyjx.jvp(f, (jnp.asarray(0.5),), (jnp.asarray(1.0),))
+  np.testing.assert_allclose(float(t), 2 * np.cos(0.5), rtol=1e-6)
+  np.testing.assert_allclose(float(tinyjx.jacfwd(tinyjx.grad(f))(jnp.asarray(0.5))), -2 * np.sin(0.5), rtol=1e-5)

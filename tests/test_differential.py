@@ -14,6 +14,7 @@ from tinyjx import dtypes, devices
 from tinyjx.array import buffer_uop
 from tinyjx.devices.python import NumpyBuffer, UNARY, BINARY
 from tinyjx.uop import UOp, Ops, GroupOp
+from conftest import examples
 
 D = dtypes
 FLOAT_ONLY = {Ops.EXP, Ops.LOG, Ops.EXPM1, Ops.LOG1P, Ops.SIN, Ops.COS, Ops.TAN, Ops.ASIN, Ops.ACOS, Ops.ATAN,
@@ -234,7 +235,7 @@ def _apply(kind: int, r: int, vals: list, rng) -> None:
   else:
     vals.append(x * 2.0)
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(graphs())
 def test_random_graphs_match_the_reference(g):
   shapes, steps, seed = g

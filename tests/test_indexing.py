@@ -11,8 +11,9 @@ from tinyjx import tracing
 from tinyjx.array import Array, ConcretizationError
 from tinyjx.uop import Ops
 from tinyjx.numpy import indexing
+from conftest import examples
 
-SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(50), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 def run_traced(f, *args):
   """Values of f(*args) where every argument is a traced PARAM (as inside jit), evaluated on concrete inputs."""

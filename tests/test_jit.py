@@ -13,6 +13,7 @@ import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx import counters, dtypes
 from tinyjx.transforms.jit import StaticArgError
+from conftest import examples
 
 def arr(*shape, dtype=np.float32, seed=0):
   return jnp.asarray(np.random.default_rng(seed).standard_normal(shape).astype(dtype))
@@ -387,7 +388,7 @@ def test_block_until_ready_and_device_put():
 
 UNARY = [jnp.sin, jnp.exp, jnp.tanh, lambda x: x * x, lambda x: jnp.maximum(x, 0.0)]
 
-@hsettings(max_examples=30, deadline=None)
+@hsettings(max_examples=examples(30), deadline=None)
 @given(shape=st.lists(st.integers(0, 4), min_size=0, max_size=3), ops=st.lists(st.integers(0, len(UNARY) - 1),
        min_size=1, max_size=4), axis_sum=st.booleans(), seed=st.integers(0, 1000))
 def test_jit_matches_eager_on_random_programs(shape, ops, axis_sum, seed):

@@ -11,8 +11,9 @@ import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx import lax
 from tinyjx.uop import Ops
+from conftest import examples
 
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 shapes = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4)
 
 def check(got, want, tol=1e-6):

@@ -10,8 +10,9 @@ import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx.uop import Ops
 from tinyjx.numpy import linalg
+from conftest import examples
 
-SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(50), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 def rand(rng, shape, dtype=np.float32):
   if np.dtype(dtype) == np.bool_: return rng.integers(0, 2, shape).astype(bool)

@@ -1,5 +1,6 @@
 """The lowering passes one by one: index algebra, simplify, decompose, schedule, memory planning, rendering."""
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 import tinyjx
 import tinyjx.numpy as jnp
@@ -10,6 +11,7 @@ from tinyjx.lower.simplify import pm_simplify, pm_decompose, fold_permutes
 from tinyjx.lower.schedule import schedule, KernelItem
 from tinyjx.rewrite import graph_rewrite
 from tinyjx.uop import UOp, Ops, toposort
+from conftest import examples
 
 F32, F16, I32 = dtypes.float32, dtypes.float16, dtypes.int32
 P = lambda shape, dt=F32, slot=0: UOp(Ops.PARAM, dt, (), (slot, shape, 0))
@@ -27,7 +29,7 @@ def test_padding_offsets_simplify_through_reshapes():
   src = unflatten(flat_index((sym.add(r, sym.const(1)), sym.add(c, sym.const(3))), (4, 25)), (4, 5, 5))
   assert [sym.pretty(x) for x in src] == ["(i0+1)", "((i1+3)/5)", "((i1+3)%5)"]
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.integers(1, 6), min_size=1, max_size=4), st.integers(0, 10 ** 6))
 def test_reshape_index_arithmetic_matches_numpy(shape, seed):
   size = int(np.prod(shape))
@@ -106,7 +108,7 @@ def test_schedule_fuses_a_private_reduction_into_its_consumer():
   assert [it.outs for it in schedule([y])] == [[y]]
 
 # --- memory ---
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7), st.integers(1, 300)), min_size=1, max_size=12))
 def test_buffers_live_at_the_same_time_never_overlap(spans):
   spans = [(min(a, b), max(a, b), n) for a, b, n in spans]
@@ -166,3 +168,29 @@ def test_deep_graphs_lower_without_recursion(cpu):
   want = np.ones(4, np.float32)
   for _ in range(400): want = np.tanh(want * np.float32(1.5) + np.float32(0.25))
   np.testing.assert_allclose(got, want, rtol=1e-5)
+
+@pytest.mark.parametrize('m, k, n, how', [
+  (96, 70, 130, 'both operands in cache: x whole, y in panels'),
+  (3000, 300, 20, 'x too big for the cache: y whole, x in panels'),
+  (200, 1500, 150, 'a long contraction in chunks'),
+  (40, 30000, 20, 'few panels, long contraction: split into fixed groups'),
+  (13, 9, 1000, 'below one block in each direction')])
+def test_matmul_paths_match_numpy(cpu, m, k, n, how):
+  """Every way the renderer packs and blocks a matmul gives numpy's result, in float32 and float64, with a
+  fused epilogue and with a transposed operand."""
+  rng = np.random.default_rng(m + k + n)
+  for dt, tol in ((np.float32, 1e-4), (np.float64, 1e-11)):
+    a, b = rng.standard_normal((m, k)).astype(dt), rng.standard_normal((n, k)).astype(dt)
+    with tinyjx.Context(JAX_ENABLE_X64=True, TINYJX_DEVICE='CPU'):
+      got = np.asarray(tinyjx.jit(lambda a, b: jnp.tanh(a @ b.T / np.sqrt(k)) * 2.0)(a, b))
+    want = np.tanh(a.astype(np.float64) @ b.T.astype(np.float64) / np.sqrt(k)) * 2.0
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=how)
+
+def test_split_contraction_does_not_depend_on_the_thread_count(cpu):
+  a = np.random.default_rng(0).standard_normal((8, 40000)).astype(np.float32)
+  b = np.random.default_rng(1).standard_normal((40000, 9)).astype(np.float32)
+  outs = []
+  for threads in (1, 2, 3):
+    with tinyjx.Context(TINYJX_THREADS=threads, TINYJX_DEVICE='CPU'):
+      outs.append(np.asarray(tinyjx.jit(lambda a, b: a @ b)(a, b)))
+  assert all((o == outs[0]).all() for o in outs)

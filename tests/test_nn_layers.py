@@ -9,6 +9,7 @@ import tinyjx.numpy as jnp
 import tinyjx.random as random
 import nn
 from nn import functional as F
+from conftest import examples
 
 RNG = np.random.default_rng(0)
 def rand(*shape): return RNG.standard_normal(shape).astype(np.float32)
@@ -134,7 +135,7 @@ def test_conv1d_forward_and_grad():
   close(layer(jnp.asarray(x)), ref(x, w, b))
   check_grads(lambda x, w, b: F.conv(x, w, b, 2, 2, 2), ref, [x[:1], w, b])
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(st.integers(1, 3), st.integers(1, 2), st.integers(1, 3), st.integers(1, 2), st.integers(0, 2), st.integers(1, 2),
        st.integers(5, 8))
 def test_conv2d_random_configs(cin, cout, k, stride, pad, dilation, size):
@@ -142,6 +143,34 @@ def test_conv2d_random_configs(cin, cout, k, stride, pad, dilation, size):
   x, w = rand(1, cin, size, size), rand(cout, cin, k, k)
   close(F.conv(jnp.asarray(x), jnp.asarray(w), None, stride, pad, dilation),
         ref_conv(x, w, None, (stride, stride), ((pad, pad), (pad, pad)), (dilation, dilation)))
+
+def _conv_by_ad(x, w, stride, padding, dilation, groups):
+  """The convolution with every derivative left to tinyjx's AD (no custom rules): the reference for them."""
+  n, kernel = w.ndim - 2, tuple(w.shape[2:])
+  st, di = F._tuple(stride, n, 'stride'), F._tuple(dilation, n, 'dilation')
+  x = F._pad_spatial(x, F._padding(padding, n, x.shape[2:], kernel, st, di))
+  return F._contract(x, w, kernel, st, di, F._out_sizes(x.shape[2:], kernel, st, di, 'conv', x.shape), groups)
+
+@pytest.mark.parametrize('xs, ws, stride, padding, dilation, groups', [
+  ((2, 3, 9, 10), (4, 3, 3, 3), 1, 0, 1, 1), ((2, 4, 11, 9), (6, 2, 3, 2), 2, 1, 1, 2),
+  ((1, 2, 12, 13), (3, 2, 2, 3), (3, 2), 'same', (2, 1), 1), ((2, 2, 7), (2, 2, 3), 2, 0, 2, 1)])
+def test_conv_custom_rules_match_autodiff(xs, ws, stride, padding, dilation, groups):
+  """conv's hand-written derivatives (the input gradient as a transposed convolution; forward mode through the
+  function itself) agree with AD of the plain formulation in every mode and order, under jit and vmap."""
+  x, w = jnp.asarray(rand(*xs)), jnp.asarray(rand(*ws))
+  f = lambda x, w: jnp.sum(jnp.tanh(F.conv(x, w, None, stride, padding, dilation, groups)))
+  g = lambda x, w: jnp.sum(jnp.tanh(_conv_by_ad(x, w, stride, padding, dilation, groups)))
+  def modes(f):
+    return [tinyjx.grad(f, (0, 1))(x, w), tinyjx.jit(tinyjx.grad(f, (0, 1)))(x, w),
+            tinyjx.jvp(f, (x, w), (x * 0.3, w * 0.7))[1],
+            tinyjx.grad(lambda w: jnp.sum(tinyjx.grad(f)(x, w) ** 2))(w),
+            tinyjx.jvp(lambda w: tinyjx.grad(f, 1)(x, w), (w,), (w * 0.5,))[1],
+            tinyjx.jvp(lambda w: tinyjx.jvp(lambda w: f(x, w), (w,), (w,))[1], (w,), (w * 0.5,))[1],
+            tinyjx.vmap(tinyjx.grad(lambda xi, w: f(xi[None], w), 1), (0, None))(x, w)]
+  for got, want in zip(modes(f), modes(g)):
+    for a, b in zip(tinyjx.tree_util.tree_leaves(got), tinyjx.tree_util.tree_leaves(want)):
+      b = np.asarray(b)
+      np.testing.assert_allclose(np.asarray(a), b, rtol=1e-4, atol=1e-4 * (np.abs(b).max() + 1))
 
 TRANSPOSE_CASES = [  # (in, out, kernel, stride, padding, output_padding, dilation, groups)
   (2, 3, 3, 1, 0, 0, 1, 1),

@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st, HealthCheck
 import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx.uop import Ops
-from conftest import SEMANTICS_DEVICE
+from conftest import SEMANTICS_DEVICE, examples
 
 @pytest.fixture(autouse=True, scope="module")
 def python_device():
@@ -16,7 +16,7 @@ def python_device():
   with tinyjx.Context(TINYJX_DEVICE=SEMANTICS_DEVICE):
     yield
 
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
 
 def same(got, want, dtype=None):
   want = np.asarray(want)

@@ -9,7 +9,7 @@ from hypothesis.extra import numpy as hnp
 import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx import dtypes
-from conftest import SEMANTICS_DEVICE
+from conftest import SEMANTICS_DEVICE, examples
 
 @pytest.fixture(autouse=True, scope="module")
 def python_device():
@@ -201,7 +201,7 @@ def unary_case(name, dtype):
   return out, fn or nan_to_num_ref, domain, scale
 
 @pytest.mark.parametrize("name", sorted(UNARY))
-@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_unary(name, data):
   ok = [d for d in DTYPES if UNARY_OUT[name][d] is not None and d != 'bfloat16']
@@ -216,7 +216,7 @@ def test_unary(name, data):
 FLOAT_UNARY = sorted(n for n in UNARY if UNARY_OUT[n]['bfloat16'] is not None and n != 'bitwise_not')
 
 @pytest.mark.parametrize("name", FLOAT_UNARY)
-@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_unary_bfloat16(name, data):
   out, fn, domain, _ = unary_case(name, 'bfloat16')
@@ -255,7 +255,7 @@ def binary_inputs(data, name, dtype):
   return fn, draw_array(data.draw, dtype, sa, da), draw_array(data.draw, dtype, sb, db), scale
 
 @pytest.mark.parametrize("name", sorted(BINARY))
-@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_binary(name, data):
   ok = [d for d in DTYPES if BINARY_OUT[name][d] is not None and d != 'bfloat16']
@@ -269,7 +269,7 @@ def test_binary(name, data):
 FLOAT_BINARY = sorted(n for n in BINARY if BINARY_OUT[n]['bfloat16'] is not None)
 
 @pytest.mark.parametrize("name", FLOAT_BINARY)
-@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_binary_bfloat16(name, data):
   out = BINARY_OUT[name]['bfloat16']
@@ -285,7 +285,7 @@ def test_unsupported_dtype_raises(name, dtype):
     getattr(jnp, name)(*[jnp.ones((2,), dtype)] * arity)
 
 # --- operators with Python scalars: weak types do not widen the array's dtype ---
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(data=st.data())
 def test_python_scalar_operands(data):
   dtype = data.draw(st.sampled_from(['int8', 'uint8', 'int32', 'float16', 'float32']))
@@ -301,7 +301,7 @@ def test_python_scalar_operands(data):
   assert f.dtype.name == want and f.weak == (want != dtype)
 
 # --- where and clip, with three-way broadcasting ---
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(data=st.data(), shapes=hnp.mutually_broadcastable_shapes(num_shapes=3, min_dims=0, max_dims=3, max_side=3))
 def test_where(data, shapes):
   dtype = data.draw(st.sampled_from(['bool', 'int8', 'uint32', 'float16', 'float32']))
@@ -320,7 +320,7 @@ def test_where_promotes_and_keeps_weak_types():
   with pytest.raises(TypeError, match="one argument or three"):
     jnp.where(True, 1)
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(data=st.data())
 def test_clip(data):
   dtype = data.draw(st.sampled_from(['int8', 'int32', 'uint8', 'float16', 'float32']))

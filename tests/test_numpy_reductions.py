@@ -8,7 +8,7 @@ from hypothesis.extra import numpy as hnp
 import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx import dtypes
-from conftest import SEMANTICS_DEVICE
+from conftest import SEMANTICS_DEVICE, examples
 
 @pytest.fixture(autouse=True, scope="module")
 def python_device():
@@ -89,7 +89,7 @@ def ref_sum_like(fn, x, axis, keepdims, out):
   return fn(x.astype(np.dtype(out)), axis=axis, keepdims=keepdims)
 
 @pytest.mark.parametrize("name", ['sum', 'prod'])
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_sum_prod(name, data):
   dtype = data.draw(st.sampled_from(DTYPES))
@@ -102,7 +102,7 @@ def test_sum_prod(name, data):
   check(got, ref_sum_like(getattr(np, name), x, reduced(axis, len(shape)), keepdims, out), out, min(scale, 1e6))
 
 @pytest.mark.parametrize("name", ['max', 'min', 'any', 'all'])
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_extremes_and_logical(name, data):
   dtype = data.draw(st.sampled_from(DTYPES))
@@ -121,7 +121,7 @@ def test_extremes_and_logical(name, data):
 def re_shape(shape): return re.escape(str(tuple(shape)))
 
 @pytest.mark.parametrize("name", ['mean', 'var', 'std'])
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_mean_var_std(name, data):
   dtype = data.draw(st.sampled_from(DTYPES))
@@ -138,7 +138,7 @@ def test_mean_var_std(name, data):
   check(got, want, OUT[name][dtype], 50.0)
 
 @pytest.mark.parametrize("name", ['argmax', 'argmin'])
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_argmax_argmin(name, data):
   # few distinct values, so ties are common; NaN counts as the extreme (first NaN wins), as numpy and JAX
@@ -151,7 +151,7 @@ def test_argmax_argmin(name, data):
   check(got, getattr(np, name)(x, axis=axis, keepdims=keepdims), 'int32')
 
 @pytest.mark.parametrize("name", ['cumsum', 'cumprod'])
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_cumulative(name, data):
   dtype = data.draw(st.sampled_from(DTYPES))
@@ -163,7 +163,7 @@ def test_cumulative(name, data):
   want = getattr(np, name)(x.astype(np.float64 if out in TOL else np.dtype(out)), axis=axis)
   check(got, want, out, 1e3)
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_where_and_initial(data):
   dtype = data.draw(st.sampled_from(['int8', 'int32', 'uint8', 'float16', 'float32']))

@@ -8,7 +8,7 @@ from hypothesis.extra import numpy as hnp
 import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx.uop import Ops, GroupOp
-from conftest import SEMANTICS_DEVICE
+from conftest import SEMANTICS_DEVICE, examples
 
 @pytest.fixture(autouse=True, scope="module")
 def python_device():
@@ -17,7 +17,7 @@ def python_device():
   with tinyjx.Context(TINYJX_DEVICE=SEMANTICS_DEVICE):
     yield
 
-SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=examples(30), deadline=None, suppress_health_check=list(HealthCheck))
 DTYPES = ['bool', 'int8', 'uint8', 'int32', 'float16', 'float32']
 SHAPES = hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=4)
 

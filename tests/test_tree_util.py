@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import tinyjx.tree_util as tu
+from conftest import examples
 
 class Point(NamedTuple):
   x: Any
@@ -87,7 +88,7 @@ def _extend(children):
     st.dictionaries(keys, children, max_size=4).map(collections.OrderedDict), st.just(None))
 trees = st.recursive(leaf_values, _extend, max_leaves=20)
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(trees)
 def test_round_trip_random_trees(tree):
   leaves, treedef = tu.tree_flatten(tree)
@@ -104,7 +105,7 @@ def _follow(node, key):
   if isinstance(key, tu.GetAttrKey): return getattr(node, key.name)
   return node[key.idx if isinstance(key, tu.SequenceKey) else key.key]
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(trees)
 def test_paths_lead_to_their_leaves(tree):
   for path, leaf in tu.tree_leaves_with_path(tree):

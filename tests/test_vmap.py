@@ -11,9 +11,10 @@ from tinyjx import vmap, dtypes
 from tinyjx.array import Array, ConcretizationError
 from tinyjx.uop import UOp, Ops, GroupOp, fresh_id, toposort
 from tinyjx.transforms import batching
+from conftest import examples
 
-FEW = settings(max_examples=12, deadline=None)
-MANY = settings(max_examples=40, deadline=None)
+FEW = settings(max_examples=examples(12), deadline=None)
+MANY = settings(max_examples=examples(40), deadline=None)
 
 # ---------------------------------------------------------------- value generators and node builders
 

@@ -174,11 +174,12 @@ static inline float tjx_tanh_f32(float x) {
 }
 /* matmul: operands packed into panels of TJX_MR rows and TJX_NR_* columns; the micro-kernel keeps a
    TJX_MR x TJX_NR tile of results in vector registers (the compiler unrolls and vectorizes the q loop) */
-#define TJX_MR 6
 #if defined(__AVX512F__) || defined(TJX_AVX512_MICROKERNEL)
 #define TJX_VBYTES 64
+#define TJX_MR 12
 #else
 #define TJX_VBYTES 32
+#define TJX_MR 12
 #endif
 #if defined(TJX_AVX512_MICROKERNEL) && !defined(__AVX512F__)
 #define TJX_MICRO_TARGET __attribute__((target("avx512f")))
@@ -255,6 +256,8 @@ FAST_F32 = {Ops.EXP: 'exp', Ops.LOG: 'log', Ops.TANH: 'tanh'}
 NARROW = {dtypes.bool_, dtypes.int8, dtypes.int16, dtypes.uint8, dtypes.uint16}
 
 PACK_CACHE = 1 << 19          # bytes of a packed operand that stay in cache while the other side streams past
+KC_TARGET = 256               # contraction rows per chunk of a long contraction
+SPLIT_GROUPS = 16             # groups of chunks of a split contraction (fixed: results never depend on threads)
 SIZES = {dtypes.float32: 4, dtypes.float64: 8}
 
 def _flat(vars_: list) -> UOp:
@@ -419,16 +422,21 @@ class CRenderer:
     self.scopes.pop()
     return out
 
-  def pack_panel(self, s: Matmul, which: str, lines: list, pad: str) -> None:
+  def pack_panel(self, s: Matmul, which: str, lines: list, pad: str, chunk: bool = False) -> None:
     """Pack one panel (block `bb` of MR rows of x, or NR columns of y) at `dst`: dst[k * MR + r] = x(row, k),
     zeros past the last row. Row-outer (each row's loop variables recovered once, then the kernel's own
     contraction loops, so a view's index arithmetic stays affine) unless the operand runs along its single row
-    variable: then contraction-outer, so both the reads and the writes stay in order."""
+    variable: then contraction-outer, so both the reads and the writes stay in order. With `chunk`, only the
+    contraction rows of the current chunk: the outermost contraction variable runs over [c0, c1) and k counts
+    from k0 (C variables of the chunk loop)."""
     x, rows, n, blk, k_inner = ((s.x, s.ivars, s.m, 'TJX_MR', s.x_k_inner) if which == 'a' else
                                 (s.y, s.jvars, s.n, f"TJX_NR_{SUFFIX[s.dtype].upper()}", s.y_k_inner))
+    klen = "kn" if chunk else "K"
+    flat_k = lambda: self.expr(_flat(s.kvars)) + (" - k0" if chunk else "")
     def nest(vars_, p, body):
-      for v in vars_:
-        lines.append(f"{p}for (int64_t {self.name(v)} = 0; {self.name(v)} < {v.arg[1]}; {self.name(v)}++) {{")
+      for d, v in enumerate(vars_):
+        lo, hi = ("c0", "c1") if chunk and d == 0 and vars_ is s.kvars else ("0", v.arg[1])
+        lines.append(f"{p}for (int64_t {self.name(v)} = {lo}; {self.name(v)} < {hi}; {self.name(v)}++) {{")
         p += "  "
         self.scopes.append(Scope(lines, p, {v}))
       body(p)
@@ -439,7 +447,7 @@ class CRenderer:
     if k_inner or len(rows) > 1:
       sizes = [v.arg[1] for v in rows]
       lines += [f"{pad}for (int64_t q = 0; q < {blk}; q++) {{", f"{pad}  const int64_t r = bb * {blk} + q;",
-                f"{pad}  if (r >= {n}) {{ for (int64_t k = 0; k < K; k++) dst[k * {blk} + q] = 0; continue; }}"]
+                f"{pad}  if (r >= {n}) {{ for (int64_t k = 0; k < {klen}; k++) dst[k * {blk} + q] = 0; continue; }}"]
       for d, v in enumerate(rows):
         stride, part = math.prod(sizes[d + 1:]), "r"
         if stride > 1: part = f"(r / {stride})"
@@ -447,12 +455,12 @@ class CRenderer:
         lines.append(f"{pad}  const int64_t {self.name(v)} = {part};")
       self.scopes.append(Scope(lines, pad + "  ", set(rows)))
       nest(s.kvars, pad + "  ", lambda p: lines.append(
-        f"{p}dst[{self.expr(_flat(s.kvars))} * {blk} + q] = {self.expr(x)};"))
+        f"{p}dst[({flat_k()}) * {blk} + q] = {self.expr(x)};"))
       self.scopes.pop()
       lines.append(f"{pad}}}")
       return
     def body(p):
-      k = self.expr(_flat(s.kvars))
+      k = f"({flat_k()})"
       lines.append(f"{p}for (int64_t q = 0; q < {blk}; q++) {{")
       lines.append(f"{p}  const int64_t {self.name(rows[0])} = bb * {blk} + q;")
       self.scopes.append(Scope(lines, p + "  ", set(rows)))
@@ -466,36 +474,63 @@ class CRenderer:
     """One side is packed whole first; the other is packed a panel at a time inside the parallel loop over its
     blocks, right before the micro-kernel runs that panel against every block of the first (the panel stays
     in cache, and no buffer the size of the big operand is ever written). The whole side is x unless x is
-    big and y fits in cache."""
+    big and y fits in cache. A long contraction runs in chunks of the outermost contraction variable (about
+    KC_TARGET rows each) so the whole side's rows of one chunk stay in cache while every panel chunk passes;
+    the results then accumulate in a per-thread row of tiles until the last chunk."""
     t, nr = self.type_names[s.dtype], f"TJX_NR_{SUFFIX[s.dtype].upper()}"
     size = SIZES[s.dtype]
     panels_of_x = s.m * s.k * size > PACK_CACHE and s.n * s.k * size <= PACK_CACHE
     whole, part = ('b', 'a') if panels_of_x else ('a', 'b')
     wbuf, wblk, pblk = ('pb', nr, 'TJX_MR') if panels_of_x else ('pa', 'TJX_MR', nr)
     p2, p3 = pad + "    ", pad + "      "
-    store = self.scoped(lambda out: self.stmt(s.store, out, len(p3) // 2 + 2), p3 + "    ")
     nblocks, other = ('MB', 'NB') if panels_of_x else ('NB', 'MB')
-    a_ptr = "panel" if panels_of_x else "pa + sb * TJX_MR * K"
-    b_ptr = "pb + sb * {} * K".format(nr) if panels_of_x else "panel"
+    outer, inner = s.kvars[0].arg[1], s.k // s.kvars[0].arg[1]
+    whole_rows = s.n if panels_of_x else s.m
+    chunked = s.k > 2 * KC_TARGET and outer > 1 and (whole_rows + 16) * 32 * size <= PACK_CACHE
+    per = max(1, KC_TARGET // inner) if chunked else outer
+    per = -(-outer // -(-outer // per))          # the same number of chunks, of even sizes
+    panel_rows = s.m if panels_of_x else s.n
+    # few panels but a long contraction (a weight gradient): the chunks themselves are the parallel work
+    split = chunked and -(-panel_rows // 32) < 4 and -(-outer // per) >= 4 * SPLIT_GROUPS
     ib, jb = ("bb", "sb") if panels_of_x else ("sb", "bb")
+    tile = "cl + sb * TJX_MR * {}".format(nr) if chunked else "c"
+    wptr = f"{wbuf} + sb * {wblk} * K" + (f" + k0 * {wblk}" if chunked else "")
+    a_ptr, b_ptr = ("panel", wptr) if panels_of_x else (wptr, "panel")
+    store = self.scoped(lambda out: self.stmt(s.store, out, len(p3) // 2 + 2), p3 + "    ")
     lines += [f"{pad}{{",
               f"{pad}  const int64_t M = {s.m}, N = {s.n}, K = {s.k};",
               f"{pad}  const int64_t NB = (N + {nr} - 1) / {nr}, MB = (M + TJX_MR - 1) / TJX_MR;",
               f"{pad}  {t}* {wbuf} = tjx_alloc({'MB' if wbuf == 'pa' else 'NB'} * {wblk} * K * sizeof({t}));",
+              *([f"{pad}  {t}* parts = tjx_alloc({SPLIT_GROUPS} * MB * NB * TJX_MR * {nr} * sizeof({t}));"]
+                if split else []),
               f"#pragma omp parallel if({int(s.parallel)})",
               f"{pad}  {{"]
     lines += ["#pragma omp for schedule(static)", f"{pad}  for (int64_t bb = 0; bb < {other}; bb++) {{",
               f"{p2}{t}* dst = {wbuf} + bb * {wblk} * K;"]
     self.pack_panel(s, whole, lines, p2)
     lines += [f"{pad}  }}",
-              f"{pad}  {t}* panel = tjx_alloc({pblk} * K * sizeof({t}));",
-              "#pragma omp for schedule(static)",
+              f"{pad}  {t}* panel = tjx_alloc({pblk} * {per * inner} * sizeof({t}));"]
+    if chunked: lines.append(f"{pad}  {t}* cl = tjx_alloc({other} * TJX_MR * {nr} * sizeof({t}));")
+    if chunked and split:
+      self.split_k(s, lines, pad, part, a_ptr, b_ptr, nr, t, per, outer, inner, store, ib, jb)
+      return
+    lines += ["#pragma omp for schedule(static)",
               f"{pad}  for (int64_t bb = 0; bb < {nblocks}; bb++) {{", f"{p2}{t}* dst = panel;"]
-    self.pack_panel(s, part, lines, p2)
-    lines += [f"{p2}for (int64_t sb = 0; sb < {other}; sb++) {{",
-              f"{p3}{t} c[TJX_MR * {nr}] __attribute__((aligned(64)));",
-              f"{p3}tjx_mm_{SUFFIX[s.dtype]}(K, {a_ptr}, {b_ptr}, c, 0);",
-              f"{p3}const int64_t rows = M - {ib} * TJX_MR < TJX_MR ? M - {ib} * TJX_MR : TJX_MR;",
+    if chunked:
+      lines += [f"{p2}for (int64_t c0 = 0; c0 < {outer}; c0 += {per}) {{",
+                f"{p2}  const int64_t c1 = c0 + {per} < {outer} ? c0 + {per} : {outer};",
+                f"{p2}  const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};"]
+      self.pack_panel(s, part, lines, p2 + "  ", chunk=True)
+      lines += [f"{p2}  for (int64_t sb = 0; sb < {other}; sb++)",
+                f"{p2}    tjx_mm_{SUFFIX[s.dtype]}(kn, {a_ptr}, {b_ptr}, {tile}, c0 > 0);",
+                f"{p2}}}"]
+    else:
+      self.pack_panel(s, part, lines, p2)
+    lines += [f"{p2}for (int64_t sb = 0; sb < {other}; sb++) {{"]
+    if chunked: lines.append(f"{p3}const {t}* c = {tile};")
+    else: lines += [f"{p3}{t} c[TJX_MR * {nr}] __attribute__((aligned(64)));",
+                    f"{p3}tjx_mm_{SUFFIX[s.dtype]}(K, {a_ptr}, {b_ptr}, c, 0);"]
+    lines += [f"{p3}const int64_t rows = M - {ib} * TJX_MR < TJX_MR ? M - {ib} * TJX_MR : TJX_MR;",
               f"{p3}const int64_t cols = N - {jb} * {nr} < {nr} ? N - {jb} * {nr} : {nr};",
               f"{p3}for (int64_t r = 0; r < rows; r++) {{",
               f"{p3}  const int64_t i = {ib} * TJX_MR + r;",
@@ -503,10 +538,48 @@ class CRenderer:
               f"{p3}    const int64_t j = {jb} * {nr} + q;",
               f"{p3}    const {t} cv = c[r * {nr} + q];", *store,
               f"{p3}  }}", f"{p3}}}", f"{p2}}}", f"{pad}  }}",
-              f"{pad}  free(panel);",
+              f"{pad}  free(panel);"]
+    if chunked: lines.append(f"{pad}  free(cl);")
+    lines += [f"{pad}  }}", f"{pad}  free({wbuf});", f"{pad}}}"]
+
+  def split_k(self, s: Matmul, lines, pad, part, a_ptr, b_ptr, nr, t, per, outer, inner, store, ib, jb) -> None:
+    """The split-contraction matmul: SPLIT_GROUPS fixed groups of chunks run in parallel, each into its own
+    row of tiles; the groups are then added in order, so the result does not depend on the thread count."""
+    p2, p3 = pad + "    ", pad + "      "
+    nblocks, other = ('MB', 'NB') if part == 'a' else ('NB', 'MB')
+    tiles = f"{nblocks} * {other} * TJX_MR * {nr}"
+    g = SPLIT_GROUPS
+    lines += ["#pragma omp for schedule(static)",
+              f"{pad}  for (int64_t g = 0; g < {g}; g++) {{",
+              f"{p2}{t}* dst = panel;",
+              f"{p2}const int64_t nc = ({outer} + {per} - 1) / {per}, g0 = g * nc / {g}, g1 = (g + 1) * nc / {g};",
+              f"{p2}for (int64_t bb = 0; bb < {nblocks}; bb++) for (int64_t cc = g0; cc < g1; cc++) {{",
+              f"{p2}  const int64_t c0 = cc * {per}, c1 = c0 + {per} < {outer} ? c0 + {per} : {outer};",
+              f"{p2}  const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};"]
+    self.pack_panel(s, part, lines, p2 + "  ", chunk=True)
+    tile = f"parts + ((g * {nblocks} + bb) * {other} + sb) * TJX_MR * {nr}"
+    lines += [f"{p2}  for (int64_t sb = 0; sb < {other}; sb++)",
+              f"{p2}    tjx_mm_{SUFFIX[s.dtype]}(kn, {a_ptr}, {b_ptr}, {tile}, cc > g0);",
+              f"{p2}}}",
               f"{pad}  }}",
-              f"{pad}  free({wbuf});",
-              f"{pad}}}"]
+              "#pragma omp for schedule(static)",
+              f"{pad}  for (int64_t bs = 0; bs < {nblocks} * {other}; bs++) {{",
+              f"{p2}const int64_t bb = bs / {other}, sb = bs % {other};",
+              f"{p2}{t} c[TJX_MR * {nr}] __attribute__((aligned(64)));",
+              f"{p2}memcpy(c, parts + bs * TJX_MR * {nr}, sizeof c);",
+              f"{p2}for (int64_t g = 1; g < {g}; g++) for (int64_t z = 0; z < TJX_MR * {nr}; z++) "
+              f"c[z] += parts[(g * {nblocks} * {other} + bs) * TJX_MR * {nr} + z];",
+              f"{p3[:-2]}const int64_t rows = M - {ib} * TJX_MR < TJX_MR ? M - {ib} * TJX_MR : TJX_MR;",
+              f"{p2}const int64_t cols = N - {jb} * {nr} < {nr} ? N - {jb} * {nr} : {nr};",
+              f"{p2}for (int64_t r = 0; r < rows; r++) {{",
+              f"{p2}  const int64_t i = {ib} * TJX_MR + r;",
+              f"{p2}  for (int64_t q = 0; q < cols; q++) {{",
+              f"{p2}    const int64_t j = {jb} * {nr} + q;",
+              f"{p2}    const {t} cv = c[r * {nr} + q];", *store,
+              f"{p2}  }}", f"{p2}}}", f"{pad}  }}",
+              f"{pad}  free(panel);", f"{pad}  }}", f"{pad}  free(parts);"]
+    lines.append(f"{pad}  free({'pb' if part == 'a' else 'pa'});")
+    lines.append(f"{pad}}}")
 
   # --- expressions ---
   def name(self, u: UOp) -> str:
