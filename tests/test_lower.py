@@ -194,3 +194,23 @@ def test_split_contraction_does_not_depend_on_the_thread_count(cpu):
     with tinyjx.Context(TINYJX_THREADS=threads, TINYJX_DEVICE='CPU'):
       outs.append(np.asarray(tinyjx.jit(lambda a, b: a @ b)(a, b)))
   assert all((o == outs[0]).all() for o in outs)
+
+def test_max_and_min_of_a_constant_over_an_empty_axis_is_the_identity(cpu):
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    assert tinyjx.jit(lambda x: jnp.all(x != 0))(jnp.zeros((0,))).item() is True
+    assert tinyjx.jit(lambda x: jnp.any(x == 0))(jnp.zeros((0,))).item() is False
+    assert tinyjx.jit(lambda x: jnp.max(x * 0, axis=1, initial=-2.0))(jnp.zeros((3, 0))).tolist() == [-2.0] * 3
+
+def test_select_between_a_constant_and_a_load_over_short_rows(cpu):
+  """GCC 12 gave the masked AVX loads of an if-converted loop the wrong masks (rows of 3 doubles): the
+  compiler flags keep it from if-converting (lower/compile.py `workarounds`)."""
+  b4 = jnp.asarray(np.array([[1.0, 1, 1], [0, 0, 0]]))
+  with tinyjx.Context(JAX_ENABLE_X64=True, TINYJX_DEVICE='CPU'):
+    f = tinyjx.jit(lambda b0, b4, b5: jnp.where(b4 == 1.0, 0.0, b0) + b5)
+    got = f(np.full((2, 3), 2.0), np.array([[1.0, 1, 1], [0, 0, 0]]), np.array([[3.0, 3, 3], [0, 0, 0]]))
+  assert np.asarray(got).tolist() == [[3.0] * 3, [2.0] * 3]
+  a, b = np.array([[1.0, 2, 3], [4, 5, 6]]), np.array([[0.0, 2, 0], [4, 0, 0]])
+  with tinyjx.Context(JAX_ENABLE_X64=True, TINYJX_DEVICE='CPU'):
+    g = tinyjx.jit(lambda a, b, c, t: jnp.where(a == b, c * (1.0 / jnp.where(t == 0.0, 1.0, t)), 0.0))
+    got = g(a, b, np.arange(6.0).reshape(2, 3), np.full((2, 3), 2.0))
+  assert np.asarray(got).tolist() == [[0.0, 0.5, 0.0], [1.5, 0.0, 0.0]]

@@ -242,7 +242,8 @@ class KernelBuilder:
     axes = {d for u in leaves for d, p in enumerate(u.arg) if p != (0, 0)}
     if len(axes) != 1: return None
     axis = axes.pop()
-    spans = sorted((u.arg[axis][0], u.arg[axis][0] + u.src[0].shape[axis], u.src[0]) for u in leaves)
+    spans = sorted(((u.arg[axis][0], u.arg[axis][0] + u.src[0].shape[axis], u.src[0]) for u in leaves
+                    if u.src[0].shape[axis]), key=lambda t: t[:2])      # empty pieces add nothing
     if any(a[1] > b[0] for a, b in zip(spans, spans[1:])): return None
     return axis, spans
 

@@ -729,4 +729,11 @@ def _count_uses(stmts: list) -> dict:
   for r in roots: uses[r] = uses.get(r, 0) + 1          # a statement reading a node is a use too
   for n in toposort(roots):
     for s in n.src: uses[s] = uses.get(s, 0) + 1
+  # An in-bounds load inside an arm of a select becomes a temporary, read whatever the condition: in the
+  # arm, GCC 12 if-converts it into a masked AVX load and, in short unrolled rows, gives it the mask of its
+  # neighbour (`c ? 0.0 : b[i]` over rows of 3 doubles read zeros; found by the compiled pass of the suites).
+  for n in toposort(roots):
+    if n.op is Ops.WHERE:
+      for s in toposort(list(n.src[1:])):
+        if s.op is Ops.LOAD and len(s.src) == 2: uses[s] = uses.get(s, 0) + 1
   return uses

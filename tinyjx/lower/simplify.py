@@ -67,7 +67,9 @@ def reduce_unit_axes(x: UOp, r: UOp):
   if r.arg[0] is Ops.ADD and x.dtype.kind == 'f': return None
   return x.reshape(r.shape) if all(x.shape[a] == 1 for a in r.arg[1]) else None
 def reduce_const(c: UOp, r: UOp):
-  return UOp.const(c.arg[0], r.dtype, r.shape) if r.arg[0] in (Ops.MAX, Ops.MIN) else None
+  """The max or min of a constant is the constant, unless the reduced axes are empty (then it is the identity)."""
+  if r.arg[0] not in (Ops.MAX, Ops.MIN) or any(c.shape[a] == 0 for a in r.arg[1]): return None
+  return UOp.const(c.arg[0], r.dtype, r.shape)
 def where_const(c: UOp, a: UOp, b: UOp): return a if c.arg[0] else b
 
 def inline_call(call: UOp, g: UOp) -> UOp:

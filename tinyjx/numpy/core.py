@@ -266,8 +266,8 @@ def reciprocal(x): return unary(Ops.RECIP, x)
 def exp(x):
   """e to the power `x`, elementwise; integer and bool inputs give the default float.
 
-  >>> print(exp(asarray([0.0, 1.0])))
-  [1.       2.718282]
+  >>> print(exp(asarray([0.0, 1.0])).round(5))     # the last bit of exp may differ between devices
+  [1.      2.71828]
   """
   return unary(Ops.EXP, x)
 def exp2(x):
