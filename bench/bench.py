@@ -1,7 +1,8 @@
 """bench: tinyjx against numpy (and JAX, when it is importable) on the workloads of DESIGN section 11.
 
 Run from the repository root: `python bench/bench.py` (or `/tmp/jaxenv/bin/python bench/bench.py` to add JAX).
-Prints one table: the median time of each workload per library, tinyjx's speedup over numpy, and tinyjx's
+Prints one table: the median time of each workload per library (each library timed in a process of its
+own, the best of two turns), tinyjx's speedup over numpy, and tinyjx's
 GFLOP/s where the flop count is well defined. Then the first call of the jitted MLP training step in a
 fresh process, with a cold and with a warm disk cache. Options: `--quick` (fewer repeats), `--only NAME`.
 
@@ -24,6 +25,7 @@ def median_time(fn, repeats: int) -> float:
   return float(np.median(times))
 
 def load_jax():
+  if os.environ.get('TINYJX_BENCH_NO_JAX'): return None, None
   try:
     import jax
     jax.config.update('jax_platforms', 'cpu')
@@ -234,22 +236,44 @@ WORKLOADS = {
   'MLP step 784-512-512-10 b512 Adam': mlp_step_bench,
 }
 
+def worker(name: str, lib: str, repeats: int) -> None:
+  """One library on one workload, alone in this process: prints its median time in seconds."""
+  if lib != 'jax': os.environ['TINYJX_BENCH_NO_JAX'] = '1'
+  fns, _ = WORKLOADS[name]()
+  print(median_time(fns[lib], repeats))
+
+def measure(name: str, repeats: int, rounds: int = 2) -> tuple[dict, int]:
+  """Each library in a process of its own (three thread pools in one process fight over two cores: the one
+  that ran last still spins while the next one starts), in `rounds` alternating turns; the best median."""
+  fns, flops = WORKLOADS[name]()
+  times: dict = {}
+  for _ in range(rounds):
+    for lib in fns:
+      res = subprocess.run([sys.executable, os.path.abspath(__file__), '--worker', name, lib, '--repeats',
+                            str(repeats)], capture_output=True, text=True, cwd=ROOT)
+      if res.returncode: raise RuntimeError(f"{lib} worker failed: {res.stderr.strip().splitlines()[-1:]}")
+      t = float(res.stdout.split()[-1])
+      times[lib] = min(times.get(lib, t), t)
+  return times, flops
+
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument('--quick', action='store_true', help='fewer repeats')
   ap.add_argument('--only', default='', help='run workloads whose name contains this text')
   ap.add_argument('--no-first-call', action='store_true', help='skip the fresh-process first-call timing')
+  ap.add_argument('--worker', nargs=2, metavar=('WORKLOAD', 'LIB'), help=argparse.SUPPRESS)
+  ap.add_argument('--repeats', type=int, default=0, help=argparse.SUPPRESS)
   args = ap.parse_args()
-  repeats = 5 if args.quick else 20
+  repeats = args.repeats or (5 if args.quick else 20)
+  if args.worker: return worker(args.worker[0], args.worker[1], repeats)
   rows = []
-  for name, make in WORKLOADS.items():
+  for name in WORKLOADS:
     if args.only and args.only not in name: continue
     try:
-      fns, flops = make()
+      times, flops = measure(name, repeats)
     except Exception as e:  # a missing feature shows as a row, the other rows still run
       rows.append((name, {}, 0, f"{type(e).__name__}: {e}"))
       continue
-    times = {lib: median_time(fn, repeats) for lib, fn in fns.items()}
     rows.append((name, times, flops, ""))
   print(f"\n{'workload':<36}{'numpy ms':>10}{'tinyjx ms':>11}{'jax ms':>9}{'vs numpy':>10}{'tinyjx GFLOP/s':>16}")
   for name, times, flops, err in rows:

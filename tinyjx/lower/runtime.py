@@ -195,15 +195,28 @@ class Executable:
 
 _auto = [-1.0, 1]
 def thread_count() -> int:
-  """Threads for kernels when TINYJX_THREADS is 0: the usable cores minus the load other processes put on
-  them (the load average, less this process's own busy thread), so a busy machine does not leave kernels
-  waiting at their barriers for descheduled threads. Re-read at most once a second."""
+  """Threads for kernels when TINYJX_THREADS is 0: the usable cores minus the threads other processes are
+  running right now, so a busy machine does not leave kernels waiting at their barriers for descheduled
+  threads. Re-read at most once a second. (Not the load average: it is a minute long and counts this
+  process's own work, so after a busy minute a quiet machine still looked full.)"""
   now = time.monotonic()
   if now - _auto[0] > 1.0:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (os.cpu_count() or 1)
-    others = max(0.0, os.getloadavg()[0] - 1.0) if hasattr(os, 'getloadavg') else 0.0
-    _auto[:] = [now, max(1, min(cores, round(cores - others)))]
+    _auto[:] = [now, max(1, min(cores, cores - _others_running()))]
   return _auto[1]
+
+def _others_running() -> int:
+  """Runnable threads of other processes now: the kernel's count of running tasks less this process's own."""
+  try:
+    with open('/proc/loadavg') as f: running = int(f.read().split()[3].split('/')[0])
+    ours = 0
+    for task in os.listdir('/proc/self/task'):
+      try:
+        with open(f'/proc/self/task/{task}/stat') as f: ours += f.read().rsplit(')', 1)[1].split()[0] == 'R'
+      except OSError: pass
+    return max(0, running - ours)
+  except (OSError, ValueError, IndexError):
+    return 0
 
 def _storage(dt) -> np.dtype: return dt.np
 
