@@ -172,6 +172,8 @@ static inline float tjx_tanh_f32(float x) {
   big = x < 0.0f ? -big : big;
   return a < 0.625f ? small : big;
 }
+/* what a masked-off load reads: zero bits of any element type */
+static const uint64_t tjx_zero[2] __attribute__((aligned(16))) = {0, 0};
 /* matmul: operands packed into panels of TJX_MR rows and TJX_NR_* columns; the micro-kernel keeps a
    TJX_MR x TJX_NR tile of results in vector registers (the compiler unrolls and vectorizes the q loop) */
 #if defined(__AVX512F__) || defined(TJX_AVX512_MICROKERNEL)
@@ -653,7 +655,11 @@ class CRenderer:
     if u.op is Ops.LOAD:
       src = [self.expr(s) for s in u.src[1:]]
       ref = f"b{u.src[0].arg}[{src[0]}]"
-      return ref if len(src) == 1 else f"({src[1]} ? {ref} : {self.const(0, u.dtype)})"
+      if len(src) == 1: return ref
+      # a masked load reads either the element or a static zero, always: as `c ? b[i] : 0` GCC 12 if-converts
+      # it into a masked AVX load and, in short rows, gives it its neighbour's mask (found by the random
+      # graph test with padding)
+      return f"(*({src[1]} ? &{ref} : (const {self.type_names[u.src[0].dtype]}*)tjx_zero))"
     src = [self.expr(s) for s in u.src]
     if u.op is Ops.WHERE: return f"({src[0]} ? {src[1]} : {src[2]})"
     if u.op is Ops.CAST: return self.cast(u.src[0].dtype, u.dtype, src[0])
@@ -729,11 +735,12 @@ def _count_uses(stmts: list) -> dict:
   for r in roots: uses[r] = uses.get(r, 0) + 1          # a statement reading a node is a use too
   for n in toposort(roots):
     for s in n.src: uses[s] = uses.get(s, 0) + 1
-  # An in-bounds load inside an arm of a select becomes a temporary, read whatever the condition: in the
-  # arm, GCC 12 if-converts it into a masked AVX load and, in short unrolled rows, gives it the mask of its
-  # neighbour (`c ? 0.0 : b[i]` over rows of 3 doubles read zeros; found by the compiled pass of the suites).
+  # A load inside an arm of a select becomes a temporary, read whatever the condition (an unmasked load is in
+  # bounds, a masked one reads a static zero when masked off): in the arm, GCC 12 if-converts it into a
+  # masked AVX load and, in short unrolled rows, gives it the mask of its neighbour (`c ? 0.0 : b[i]` over
+  # rows of 3 doubles read zeros; found by the compiled pass of the suites and the random graph test).
   for n in toposort(roots):
     if n.op is Ops.WHERE:
       for s in toposort(list(n.src[1:])):
-        if s.op is Ops.LOAD and len(s.src) == 2: uses[s] = uses.get(s, 0) + 1
+        if s.op is Ops.LOAD: uses[s] = uses.get(s, 0) + 1
   return uses
