@@ -239,20 +239,21 @@ WORKLOADS = {
 def worker(name: str, lib: str, repeats: int) -> None:
   """One library on one workload, alone in this process: prints its median time in seconds."""
   if lib != 'jax': os.environ['TINYJX_BENCH_NO_JAX'] = '1'
-  fns, _ = WORKLOADS[name]()
-  print(median_time(fns[lib], repeats))
+  fns, flops = WORKLOADS[name]()
+  print(median_time(fns[lib], repeats), flops)
 
 def measure(name: str, repeats: int, rounds: int = 2) -> tuple[dict, int]:
   """Each library in a process of its own (three thread pools in one process fight over two cores: the one
   that ran last still spins while the next one starts), in `rounds` alternating turns; the best median."""
-  fns, flops = WORKLOADS[name]()
+  import importlib.util
+  libs = ['numpy', 'tinyjx'] + (['jax'] if importlib.util.find_spec('jax') else [])
   times: dict = {}
   for _ in range(rounds):
-    for lib in fns:
+    for lib in libs:
       res = subprocess.run([sys.executable, os.path.abspath(__file__), '--worker', name, lib, '--repeats',
                             str(repeats)], capture_output=True, text=True, cwd=ROOT)
       if res.returncode: raise RuntimeError(f"{lib} worker failed: {res.stderr.strip().splitlines()[-1:]}")
-      t = float(res.stdout.split()[-1])
+      t, flops = float(res.stdout.split()[-2]), int(res.stdout.split()[-1])
       times[lib] = min(times.get(lib, t), t)
   return times, flops
 

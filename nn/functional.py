@@ -94,7 +94,7 @@ def conv(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1)
   if n < 1 or x.ndim != n + 2:
     raise ValueError(f"conv: input of shape {x.shape} and weight of shape {weight.shape} do not fit; want input "
                      f"(N, C, *spatial) with {n} spatial axes for a weight (out, in / groups, *kernel)")
-  (nb, c), (o, cg), kernel = x.shape[:2], weight.shape[:2], tuple(weight.shape[2:])
+  c, (o, cg), kernel = x.shape[1], weight.shape[:2], tuple(weight.shape[2:])
   if c != cg * groups or o % groups:
     raise ValueError(f"conv: input channels {c} (shape {x.shape}) must equal weight.shape[1] * groups = "
                      f"{cg} * {groups}, and out channels {o} must be divisible by groups={groups}")

@@ -18,6 +18,13 @@ def examples(n: int) -> int:
   of `.ci/run` uses fewer, since every example there is a compiler call)."""
   return max(1, round(n * float(os.environ.get('TINYJX_TEST_EXAMPLES', '1'))))
 
+@pytest.fixture(scope="module")
+def semantics_device():
+  """Pins SEMANTICS_DEVICE for a whole module (`pytestmark = pytest.mark.usefixtures('semantics_device')`): the
+  suites that check numpy/JAX semantics; compiled devices are compared with the reference elsewhere."""
+  with tinyjx.Context(TINYJX_DEVICE=SEMANTICS_DEVICE):
+    yield
+
 @pytest.fixture
 def cpu():
   """The CPU device; tests that need it skip, with the reason, on a machine without a C compiler."""

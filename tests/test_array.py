@@ -7,13 +7,9 @@ from hypothesis import given, settings, strategies as st, HealthCheck
 from hypothesis.extra import numpy as hnp
 import tinyjx
 import tinyjx.numpy as jnp
-from conftest import SEMANTICS_DEVICE, examples
+from conftest import examples
 
-@pytest.fixture(autouse=True, scope="module")
-def python_device():
-  """Pin the PYTHON reference device: these tests check numpy/JAX semantics."""
-  with tinyjx.Context(TINYJX_DEVICE=SEMANTICS_DEVICE):
-    yield
+pytestmark = pytest.mark.usefixtures('semantics_device')
 
 SETTINGS = settings(max_examples=examples(25), deadline=None, suppress_health_check=list(HealthCheck))
 

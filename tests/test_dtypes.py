@@ -6,14 +6,8 @@ import pytest
 import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx import dtypes
-from conftest import SEMANTICS_DEVICE
 
-@pytest.fixture(autouse=True, scope="module")
-def python_device():
-  """Pin the PYTHON reference device: these tests check numpy/JAX semantics (compiled devices are compared with
-  it elsewhere)."""
-  with tinyjx.Context(TINYJX_DEVICE=SEMANTICS_DEVICE):
-    yield
+pytestmark = pytest.mark.usefixtures('semantics_device')
 
 SHORT = {'b': 'bool', 'i8': 'int8', 'i16': 'int16', 'i32': 'int32', 'i64': 'int64', 'u8': 'uint8', 'u16': 'uint16',
          'u32': 'uint32', 'u64': 'uint64', 'f16': 'float16', 'bf16': 'bfloat16', 'f32': 'float32', 'f64': 'float64'}

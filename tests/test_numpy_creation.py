@@ -7,14 +7,9 @@ from hypothesis import given, settings, strategies as st, HealthCheck
 import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx.uop import Ops
-from conftest import SEMANTICS_DEVICE, examples
+from conftest import examples
 
-@pytest.fixture(autouse=True, scope="module")
-def python_device():
-  """Pin the PYTHON reference device: these tests check numpy/JAX semantics (compiled devices are compared with
-  it elsewhere)."""
-  with tinyjx.Context(TINYJX_DEVICE=SEMANTICS_DEVICE):
-    yield
+pytestmark = pytest.mark.usefixtures('semantics_device')
 
 SETTINGS = settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
 

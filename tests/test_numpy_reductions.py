@@ -8,14 +8,9 @@ from hypothesis.extra import numpy as hnp
 import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx import dtypes
-from conftest import SEMANTICS_DEVICE, examples
+from conftest import examples
 
-@pytest.fixture(autouse=True, scope="module")
-def python_device():
-  """Pin the PYTHON reference device: these tests check numpy/JAX semantics (compiled devices are compared with
-  it elsewhere)."""
-  with tinyjx.Context(TINYJX_DEVICE=SEMANTICS_DEVICE):
-    yield
+pytestmark = pytest.mark.usefixtures('semantics_device')
 
 DTYPES = ['bool', 'int8', 'int32', 'uint8', 'uint32', 'float16', 'bfloat16', 'float32']
 SHORT = {'b': 'bool', 'i8': 'int8', 'i32': 'int32', 'u8': 'uint8', 'u32': 'uint32', 'f16': 'float16',

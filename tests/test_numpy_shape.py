@@ -8,14 +8,9 @@ from hypothesis.extra import numpy as hnp
 import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx.uop import Ops, GroupOp
-from conftest import SEMANTICS_DEVICE, examples
+from conftest import examples
 
-@pytest.fixture(autouse=True, scope="module")
-def python_device():
-  """Pin the PYTHON reference device: these tests check numpy/JAX semantics (compiled devices are compared with
-  it elsewhere)."""
-  with tinyjx.Context(TINYJX_DEVICE=SEMANTICS_DEVICE):
-    yield
+pytestmark = pytest.mark.usefixtures('semantics_device')
 
 SETTINGS = settings(max_examples=examples(30), deadline=None, suppress_health_check=list(HealthCheck))
 DTYPES = ['bool', 'int8', 'uint8', 'int32', 'float16', 'float32']

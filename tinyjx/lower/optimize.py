@@ -93,12 +93,12 @@ def as_matmul(k: Kernel):
   if not iv or not jv: return None
   if outer[-1] in iv: (x, y), (iv, jv) = (y, x), (jv, iv)    # the contiguous output axis runs along the vector tile
   kv = [l.var for l in red]
-  (si, mi), (sj, mj), (sk, mk) = _flat_vars(iv, 'i'), _flat_vars(jv, 'j'), _flat_vars(kv, 'k')
-  if si.arg[1] * sj.arg[1] * sk.arg[1] < MATMUL_MIN_WORK or sk.arg[1] < MATMUL_MIN_K: return None
+  (si, mi), (sj, mj), kn = _flat_vars(iv, 'i'), _flat_vars(jv, 'j'), math.prod(l.size for l in red)
+  if si.arg[1] * sj.arg[1] * kn < MATMUL_MIN_WORK or kn < MATMUL_MIN_K: return None
   cv = UOp(Ops.SPECIAL, acc.dtype, (), ('cv', 0))
   out_map = {**mi, **mj, acc: cv}
   new_store = Store(store.buf, _rewrite(store.idx, out_map), _rewrite(store.value, out_map), store.valid)
-  mm = Matmul(si.arg[1], sj.arg[1], sk.arg[1], x, y, new_store, acc.dtype,
+  mm = Matmul(si.arg[1], sj.arg[1], kn, x, y, new_store, acc.dtype,
               x_k_inner=_contiguous_along(x, kv[-1], iv[-1]), y_k_inner=_contiguous_along(y, kv[-1], jv[-1]),
               ivars=iv, jvars=jv, kvars=kv)
   batch = [Loop(l.var) for l in loops if l.var not in iv and l.var not in jv]

@@ -512,19 +512,18 @@ class CRenderer:
     self.pack_panel(s, whole, lines, p2)
     lines += [f"{pad}  }}",
               f"{pad}  {t}* panel = tjx_alloc({pblk} * {per * inner} * sizeof({t}));"]
-    if chunked: lines.append(f"{pad}  {t}* cl = tjx_alloc({other} * TJX_MR * {nr} * sizeof({t}));")
-    if chunked and split:
-      self.split_k(s, lines, pad, part, a_ptr, b_ptr, nr, t, per, outer, inner, store, ib, jb)
+    chunk = (outer, per, inner)
+    if split:
+      self.split_k(s, lines, pad, part, a_ptr, b_ptr, nr, t, chunk, store, ib, jb)
       return
+    if chunked: lines.append(f"{pad}  {t}* cl = tjx_alloc({other} * TJX_MR * {nr} * sizeof({t}));")
     lines += ["#pragma omp for schedule(static)",
               f"{pad}  for (int64_t bb = 0; bb < {nblocks}; bb++) {{", f"{p2}{t}* dst = panel;"]
     if chunked:
-      lines += [f"{p2}for (int64_t c0 = 0; c0 < {outer}; c0 += {per}) {{",
-                f"{p2}  const int64_t c1 = c0 + {per} < {outer} ? c0 + {per} : {outer};",
-                f"{p2}  const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};"]
-      self.pack_panel(s, part, lines, p2 + "  ", chunk=True)
+      lines.append(f"{p2}for (int64_t cc = 0; cc < {-(-outer // per)}; cc++) {{")
+      self.chunk_panel(s, part, lines, p2 + "  ", chunk)
       lines += [f"{p2}  for (int64_t sb = 0; sb < {other}; sb++)",
-                f"{p2}    tjx_mm_{SUFFIX[s.dtype]}(kn, {a_ptr}, {b_ptr}, {tile}, c0 > 0);",
+                f"{p2}    tjx_mm_{SUFFIX[s.dtype]}(kn, {a_ptr}, {b_ptr}, {tile}, cc > 0);",
                 f"{p2}}}"]
     else:
       self.pack_panel(s, part, lines, p2)
@@ -532,33 +531,42 @@ class CRenderer:
     if chunked: lines.append(f"{p3}const {t}* c = {tile};")
     else: lines += [f"{p3}{t} c[TJX_MR * {nr}] __attribute__((aligned(64)));",
                     f"{p3}tjx_mm_{SUFFIX[s.dtype]}(K, {a_ptr}, {b_ptr}, c, 0);"]
-    lines += [f"{p3}const int64_t rows = M - {ib} * TJX_MR < TJX_MR ? M - {ib} * TJX_MR : TJX_MR;",
-              f"{p3}const int64_t cols = N - {jb} * {nr} < {nr} ? N - {jb} * {nr} : {nr};",
-              f"{p3}for (int64_t r = 0; r < rows; r++) {{",
-              f"{p3}  const int64_t i = {ib} * TJX_MR + r;",
-              f"{p3}  for (int64_t q = 0; q < cols; q++) {{",
-              f"{p3}    const int64_t j = {jb} * {nr} + q;",
-              f"{p3}    const {t} cv = c[r * {nr} + q];", *store,
-              f"{p3}  }}", f"{p3}}}", f"{p2}}}", f"{pad}  }}",
-              f"{pad}  free(panel);"]
+    self.tile_store(lines, p3, ib, jb, nr, t, store)
+    lines += [f"{p2}}}", f"{pad}  }}", f"{pad}  free(panel);"]
     if chunked: lines.append(f"{pad}  free(cl);")
     lines += [f"{pad}  }}", f"{pad}  free({wbuf});", f"{pad}}}"]
 
-  def split_k(self, s: Matmul, lines, pad, part, a_ptr, b_ptr, nr, t, per, outer, inner, store, ib, jb) -> None:
+  def chunk_panel(self, s: Matmul, part: str, lines: list, p: str, chunk: tuple) -> None:
+    """Inside a loop over chunk `cc`: its bounds (outer contraction variable in [c0, c1), k from k0, kn rows)
+    and its panel."""
+    outer, per, inner = chunk
+    lines += [f"{p}const int64_t c0 = cc * {per}, c1 = c0 + {per} < {outer} ? c0 + {per} : {outer};",
+              f"{p}const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};"]
+    self.pack_panel(s, part, lines, p, chunk=True)
+
+  def tile_store(self, lines: list, p: str, ib: str, jb: str, nr: str, t: str, store: list) -> None:
+    """The epilogue of one result tile `c` (block ib of rows, jb of columns): `store` for each element in range."""
+    lines += [f"{p}const int64_t rows = M - {ib} * TJX_MR < TJX_MR ? M - {ib} * TJX_MR : TJX_MR;",
+              f"{p}const int64_t cols = N - {jb} * {nr} < {nr} ? N - {jb} * {nr} : {nr};",
+              f"{p}for (int64_t r = 0; r < rows; r++) {{",
+              f"{p}  const int64_t i = {ib} * TJX_MR + r;",
+              f"{p}  for (int64_t q = 0; q < cols; q++) {{",
+              f"{p}    const int64_t j = {jb} * {nr} + q;",
+              f"{p}    const {t} cv = c[r * {nr} + q];", *store,
+              f"{p}  }}", f"{p}}}"]
+
+  def split_k(self, s: Matmul, lines, pad, part, a_ptr, b_ptr, nr, t, chunk, store, ib, jb) -> None:
     """The split-contraction matmul: SPLIT_GROUPS fixed groups of chunks run in parallel, each into its own
     row of tiles; the groups are then added in order, so the result does not depend on the thread count."""
-    p2, p3 = pad + "    ", pad + "      "
+    p2 = pad + "    "
     nblocks, other = ('MB', 'NB') if part == 'a' else ('NB', 'MB')
-    tiles = f"{nblocks} * {other} * TJX_MR * {nr}"
-    g = SPLIT_GROUPS
+    g, (outer, per, _) = SPLIT_GROUPS, chunk
     lines += ["#pragma omp for schedule(static)",
               f"{pad}  for (int64_t g = 0; g < {g}; g++) {{",
               f"{p2}{t}* dst = panel;",
-              f"{p2}const int64_t nc = ({outer} + {per} - 1) / {per}, g0 = g * nc / {g}, g1 = (g + 1) * nc / {g};",
-              f"{p2}for (int64_t bb = 0; bb < {nblocks}; bb++) for (int64_t cc = g0; cc < g1; cc++) {{",
-              f"{p2}  const int64_t c0 = cc * {per}, c1 = c0 + {per} < {outer} ? c0 + {per} : {outer};",
-              f"{p2}  const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};"]
-    self.pack_panel(s, part, lines, p2 + "  ", chunk=True)
+              f"{p2}const int64_t nc = {-(-outer // per)}, g0 = g * nc / {g}, g1 = (g + 1) * nc / {g};",
+              f"{p2}for (int64_t bb = 0; bb < {nblocks}; bb++) for (int64_t cc = g0; cc < g1; cc++) {{"]
+    self.chunk_panel(s, part, lines, p2 + "  ", chunk)
     tile = f"parts + ((g * {nblocks} + bb) * {other} + sb) * TJX_MR * {nr}"
     lines += [f"{p2}  for (int64_t sb = 0; sb < {other}; sb++)",
               f"{p2}    tjx_mm_{SUFFIX[s.dtype]}(kn, {a_ptr}, {b_ptr}, {tile}, cc > g0);",
@@ -570,16 +578,9 @@ class CRenderer:
               f"{p2}{t} c[TJX_MR * {nr}] __attribute__((aligned(64)));",
               f"{p2}memcpy(c, parts + bs * TJX_MR * {nr}, sizeof c);",
               f"{p2}for (int64_t g = 1; g < {g}; g++) for (int64_t z = 0; z < TJX_MR * {nr}; z++) "
-              f"c[z] += parts[(g * {nblocks} * {other} + bs) * TJX_MR * {nr} + z];",
-              f"{p3[:-2]}const int64_t rows = M - {ib} * TJX_MR < TJX_MR ? M - {ib} * TJX_MR : TJX_MR;",
-              f"{p2}const int64_t cols = N - {jb} * {nr} < {nr} ? N - {jb} * {nr} : {nr};",
-              f"{p2}for (int64_t r = 0; r < rows; r++) {{",
-              f"{p2}  const int64_t i = {ib} * TJX_MR + r;",
-              f"{p2}  for (int64_t q = 0; q < cols; q++) {{",
-              f"{p2}    const int64_t j = {jb} * {nr} + q;",
-              f"{p2}    const {t} cv = c[r * {nr} + q];", *store,
-              f"{p2}  }}", f"{p2}}}", f"{pad}  }}",
-              f"{pad}  free(panel);", f"{pad}  }}", f"{pad}  free(parts);"]
+              f"c[z] += parts[(g * {nblocks} * {other} + bs) * TJX_MR * {nr} + z];"]
+    self.tile_store(lines, p2, ib, jb, nr, t, store)
+    lines += [f"{pad}  }}", f"{pad}  free(panel);", f"{pad}  }}", f"{pad}  free(parts);"]
     lines.append(f"{pad}  free({'pb' if part == 'a' else 'pa'});")
     lines.append(f"{pad}}}")
 
@@ -739,8 +740,10 @@ def _count_uses(stmts: list) -> dict:
   # bounds, a masked one reads a static zero when masked off): in the arm, GCC 12 if-converts it into a
   # masked AVX load and, in short unrolled rows, gives it the mask of its neighbour (`c ? 0.0 : b[i]` over
   # rows of 3 doubles read zeros; found by the compiled pass of the suites and the random graph test).
-  for n in toposort(roots):
-    if n.op is Ops.WHERE:
-      for s in toposort(list(n.src[1:])):
-        if s.op is Ops.LOAD: uses[s] = uses.get(s, 0) + 1
+  in_arm: set = set()
+  for n in reversed(toposort(roots)):          # users before their sources: one pass marks every arm's nodes
+    if n.op is Ops.WHERE: in_arm.update(n.src[1:])
+    if n in in_arm: in_arm.update(n.src)
+  for n in in_arm:
+    if n.op is Ops.LOAD: uses[n] = uses.get(n, 0) + 1
   return uses
