@@ -28,6 +28,35 @@ def collectives(report: dict) -> None:
   out = tinyjx.pmap(f, axis_name='i')(mine)
   report.update({k: np.asarray(v).tolist() for k, v in out.items()})
 
+SHAPES = {'scalar': (), 'vector': (4,), 'matrix': (4, 3)}   # per-device shapes; 4 = the devices of the job
+
+def shaped_values(n: int, shape: tuple) -> np.ndarray:
+  """Device d's value of `shape`, the same on every process: distinct per device and per element."""
+  size = int(np.prod(shape, dtype=np.int64))
+  return np.stack([(np.arange(size, dtype=np.float32) * (d + 1) + 3 * d - 5).reshape(shape) for d in range(n)])
+
+def every_collective(x):
+  """Every collective whose operand shape allows it (tiled both ways where it has the option)."""
+  n = lax.axis_size('i')
+  out = {'psum': lax.psum(x, 'i'), 'pmean': lax.pmean(x, 'i'), 'pmax': lax.pmax(x, 'i'), 'pmin': lax.pmin(x, 'i'),
+         'gather': lax.all_gather(x, 'i'), 'gather_last': lax.all_gather(x, 'i', axis=x.ndim),
+         'permute': lax.ppermute(x, 'i', [(d, (d + 1) % n) for d in range(n)]),
+         'shuffle': lax.pshuffle(x, 'i', [(d + 2) % n for d in range(n)])}
+  if x.ndim:
+    out['gather_tiled'] = lax.all_gather(x, 'i', tiled=True)
+    out['scatter'] = lax.psum_scatter(x, 'i')
+    out['scatter_tiled'] = lax.psum_scatter(x, 'i', tiled=True)
+    out['to_all'] = lax.all_to_all(x, 'i', 0, x.ndim - 1)
+    out['to_all_tiled'] = lax.all_to_all(x, 'i', 0, 0, tiled=True)
+  return out
+
+def collectives_by_shape(report: dict) -> None:
+  n_local, n_all, me = tinyjx.local_device_count(), tinyjx.device_count(), tinyjx.process_index()
+  for name, shape in SHAPES.items():
+    mine = shaped_values(n_all, shape)[me * n_local:(me + 1) * n_local]
+    out = tinyjx.pmap(every_collective, axis_name='i')(mine)
+    report[f'shaped_{name}'] = {k: np.asarray(v).tolist() for k, v in out.items()}
+
 def data_parallel(report: dict) -> None:
   sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'examples'))
   import data_parallel as example
@@ -53,6 +82,7 @@ def main(mode: str, out_dir: str) -> None:
     report['survived'] = True
   else:
     collectives(report)
+    collectives_by_shape(report)
     data_parallel(report)
     inconsistent_shapes(report)
   with open(os.path.join(out_dir, f"rank{report['rank']}.json"), 'w') as f: json.dump(report, f)

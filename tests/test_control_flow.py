@@ -89,6 +89,29 @@ def test_fori_loop_static_and_traced_bounds():
   assert float(lax.fori_loop(5, 3, body, 0.5)) == 0.5        # an empty range leaves the carry alone
   assert float(lax.fori_loop(0, 3, lambda i, x: x + 0.5, 0)) == 1.5   # a weak int carry is promoted, as in JAX
 
+def test_weakly_typed_body_result_fits_a_strong_carry_of_the_same_dtype():
+  # weak type is not part of a carry's type (JAX's rule): the body may return i * 1.0 for a float32 carry, and
+  # the result keeps the carry's strong type
+  strong = jnp.zeros((), jnp.float32)
+  out = lax.fori_loop(0, 4, lambda i, c: i * 1.0, strong)
+  assert float(out) == 3.0 and out.dtype == jnp.float32 and not out.weak
+  out = jit(lambda c: lax.fori_loop(0, 4, lambda i, c: c + 0 * c + 2.0 - c, c))(strong)
+  assert float(out) == 2.0 and not out.weak
+  c, ys = lax.scan(lambda c, x: (x * 1.0, c), strong, jnp.arange(3))
+  assert float(c) == 2.0 and not c.weak and ys.tolist() == [0.0, 0.0, 1.0]
+  out = lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, 5.0), (jnp.zeros((), jnp.int32), strong))
+  assert int(out[0]) == 3 and float(out[1]) == 5.0 and not out[0].weak and not out[1].weak
+  vec = lax.fori_loop(0, 2, lambda i, c: jnp.full((2,), 1.5), jnp.zeros(2))   # jnp.full of a Python float is strong
+  assert vec.tolist() == [1.5, 1.5]
+
+def test_cond_branches_may_differ_in_weak_type_only():
+  out = lax.cond(True, lambda x: 1.0, lambda x: x, jnp.zeros((), jnp.float32))
+  assert float(out) == 1.0 and out.dtype == jnp.float32 and not out.weak   # weak only if every branch is weak
+  out = lax.switch(1, [lambda: 2.0, lambda: jnp.asarray(3.0, jnp.float32)])
+  assert float(out) == 3.0 and not out.weak
+  with pytest.raises(TypeError, match="same shapes and dtypes"):
+    lax.cond(True, lambda: jnp.zeros(2), lambda: jnp.zeros(3))
+
 # ---------------------------------------------------------------- scan and map: values
 
 def scan_reference(f, init, xs, reverse=False):

@@ -60,6 +60,36 @@ def test_collectives_across_processes(checks):
     np.testing.assert_allclose(r['grad'], [2 * n * xs[d] for d in mine])   # psum's transpose is psum
     assert r['index'] == list(mine)
 
+def expected_collectives(xs: np.ndarray) -> dict:
+  """What each device gets from every collective of `mpi_worker.every_collective`, from numpy: one list per device."""
+  n = len(xs)
+  total = xs.sum(0)
+  same = lambda v: [v] * n
+  out = {'psum': same(total), 'pmean': same(total / n), 'pmax': same(xs.max(0)), 'pmin': same(xs.min(0)),
+         'gather': same(xs), 'gather_last': same(np.stack(list(xs), axis=xs.ndim - 1)),
+         'permute': [xs[(d - 1) % n] for d in range(n)], 'shuffle': [xs[(d + 2) % n] for d in range(n)]}
+  if xs.ndim > 1:
+    m = xs.shape[1] // n
+    out['gather_tiled'] = same(np.concatenate(list(xs), axis=0))
+    out['scatter'] = [total[d] for d in range(n)]
+    out['scatter_tiled'] = [total[d * m:(d + 1) * m] for d in range(n)]
+    out['to_all'] = [np.stack([xs[k][d] for k in range(n)], axis=xs.ndim - 2) for d in range(n)]
+    out['to_all_tiled'] = [np.concatenate([xs[k][d * m:(d + 1) * m] for k in range(n)], axis=0) for d in range(n)]
+  return out
+
+@pytest.mark.parametrize('kind', ['scalar', 'vector', 'matrix'])
+def test_every_collective_across_processes_for_each_operand_rank(checks, kind):
+  sys.path.insert(0, os.path.dirname(WORKER))
+  import mpi_worker
+  n = PROCS * LOCAL
+  expected = expected_collectives(mpi_worker.shaped_values(n, mpi_worker.SHAPES[kind]))
+  for rank, r in checks.items():
+    got = r[f'shaped_{kind}']
+    assert sorted(got) == sorted(expected), (kind, sorted(got))
+    for name, per_device in expected.items():
+      want = np.stack(per_device[rank * LOCAL:(rank + 1) * LOCAL])
+      np.testing.assert_allclose(np.asarray(got[name]), want, rtol=1e-6, err_msg=f"{name} of a {kind} on rank {rank}")
+
 def test_data_parallel_step_across_processes_matches_one_device(checks):
   for r in checks.values():
     np.testing.assert_allclose(r['losses_parallel'], r['losses_single'], rtol=1e-5)

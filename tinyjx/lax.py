@@ -136,7 +136,11 @@ def exp2(x) -> Array:
 def logistic(x) -> Array:
   """Elementwise sigmoid 1 / (1 + exp(-x)). `float(lax.logistic(0.))` is 0.5."""
   x = _require('logistic', asarray(x), *_FLOAT)
-  return core.reciprocal(core.add(core.exp(core.negative(x)), 1.0))
+  # exp(-|x|) never overflows, so neither the value nor its derivative meets inf * 0 (a NaN gradient at x <= -89
+  # in float32 if written 1 / (1 + exp(-x))); the two arms are sigmoid(|x|) and 1 - sigmoid(|x|).
+  z = core.exp(core.negative(core.abs(x)))
+  positive = core.reciprocal(core.add(z, 1.0))
+  return core.where(core.greater_equal(x, 0), positive, core.multiply(z, positive))
 
 def is_finite(x) -> Array:
   """Elementwise: neither infinite nor NaN (float dtypes). `bool(lax.is_finite(1.))` is True."""

@@ -149,7 +149,7 @@ class Executable:
       raise TypeError(f"input {i} has shape {a.shape}, but this executable was compiled for shape {want.shape} "
                       f"({want.dtype}); compile it again for the new shape")
     if a.dtype != _storage(want.dtype) or not a.flags.c_contiguous: a = np.ascontiguousarray(a, _storage(want.dtype))
-    return a
+    return a.reshape(want.shape)   # runtime steps read inputs through frame.array: they see the program's shape
 
   def _results(self, inputs, outs, arrays) -> list:
     """One fresh Buffer per jaxpr output (outputs that are inputs, constants or repeats are copied)."""

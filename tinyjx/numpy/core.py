@@ -455,9 +455,13 @@ radians, degrees = deg2rad, rad2deg
 def logaddexp(x, y):
   """`log(exp(x) + exp(y))` without overflow."""
   x, y = _inexact(x, y)
-  m = maximum(x, y)
-  safe = where(isfinite(m), m, zeros_like(m))
-  return add(safe, log(add(exp(subtract(x, safe)), exp(subtract(y, safe)))))
+  # max + log1p(exp(min - max)): accurate when one term is tiny (softplus(-30) is 9.4e-14, not 0), and at a tie
+  # max and min share the gradient equally, so it is 1/2 each, as JAX's. min - max is NaN only for two
+  # infinities of one sign (or a NaN), where x + y is the answer; the other arm then sees 0, keeping grads finite.
+  hi, lo = maximum(x, y), minimum(x, y)
+  delta = subtract(lo, hi)
+  bad = isnan(delta)
+  return where(bad, add(x, y), add(hi, log1p(exp(where(bad, zeros_like(delta), delta)))))
 def sinc(x):
   """`sin(pi x) / (pi x)`, with sinc(0) = 1."""
   (x,) = _inexact(x)

@@ -147,7 +147,7 @@ def carry_promotions(what: str, paths, before: list, after: list) -> dict:
   typed leaves that the body promotes (as JAX does); any other change raises, naming the leaf and both types."""
   fix = {}
   for i, (path, a, b) in enumerate(zip(paths, before, after)):
-    if (a[0], a[1]) == (b[0], b[1]) and (a[2] or not b[2]):
+    if (a[0], a[1]) == (b[0], b[1]):   # weak type is not part of the match; a strong carry stays strong
       if a[2] and not b[2]: fix[i] = (a[0], a[1], False)
       continue
     if a[2] and a[0] == b[0] and dtypes.promote((a[1], True), (b[1], b[2]))[0] is b[1]:
