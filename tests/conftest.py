@@ -28,7 +28,7 @@ def semantics_device():
 @pytest.fixture
 def cpu():
   """The CPU device; tests that need it skip, with the reason, on a machine without a C compiler."""
-  from tinyjx.lower.compile import find_compiler, NoCompilerError
+  from tinyjx.devices.cpu import find_compiler, NoCompilerError
   try:
     find_compiler()
   except NoCompilerError as e:
@@ -38,7 +38,7 @@ def cpu():
 @pytest.fixture
 def fresh_cache(tmp_path):
   """A private, empty kernel cache directory (TINYJX_CACHE_DIR) and an empty in-memory library table."""
-  from tinyjx.lower import compile as comp
+  from tinyjx.devices import cpu as comp
   saved = dict(comp._loaded)
   comp._loaded.clear()
   d = tmp_path / "cache"

@@ -427,7 +427,7 @@ def test_python_branch_in_body_names_the_fix():
 def cpu():
   """The compiled CPU device (importing the lowering registers it and the control-flow runtime steps)."""
   lower = pytest.importorskip("tinyjx.lower")
-  from tinyjx.lower.compile import find_compiler, NoCompilerError
+  from tinyjx.devices.cpu import find_compiler, NoCompilerError
   try:
     find_compiler()
   except NoCompilerError:

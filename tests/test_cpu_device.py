@@ -6,7 +6,7 @@ import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx import dtypes, counters
 from tinyjx.devices.python import NumpyBuffer
-from tinyjx.lower import compile as comp
+from tinyjx.devices import cpu as comp, diskcache
 
 F32 = dtypes.float32
 
@@ -76,7 +76,7 @@ def test_debug_levels_print_timing_kernels_and_source(cpu, capsys):
 
 def test_thread_count_is_configurable(cpu):
   exe = cpu.compile_jaxpr(tinyjx.make_jaxpr(lambda x: x + 1)(jnp.zeros(3)))
-  assert exe.lib.tjx_set_threads(1) == 1
+  assert exe.binary.tjx_set_threads(1) == 1
   with tinyjx.Context(TINYJX_THREADS=1):
     assert exe.run([buf(np.zeros(3, np.float32))])[0].numpy().tolist() == [1, 1, 1]
 
@@ -110,7 +110,7 @@ def test_an_unsafe_cache_dir_is_not_used(cpu, tmp_path):
   bad = tmp_path / "shared"
   bad.mkdir()
   os.chmod(bad, 0o777)
-  comp._private_dir.clear()
+  diskcache._private_dir.clear()
   saved = dict(comp._loaded)
   comp._loaded.clear()
   try:
@@ -118,7 +118,7 @@ def test_an_unsafe_cache_dir_is_not_used(cpu, tmp_path):
       assert comp.load_library(SOURCE % 7).tjx_answer() == 7
     assert not list(bad.glob('*.so'))
   finally:
-    comp._loaded.clear(); comp._loaded.update(saved); comp._private_dir.clear()
+    comp._loaded.clear(); comp._loaded.update(saved); diskcache._private_dir.clear()
 
 def test_libraries_of_other_users_are_never_loaded(cpu, fresh_cache):
   if os.getuid() != 0: pytest.skip("needs root to give a file to another user")
@@ -144,7 +144,7 @@ def test_missing_compiler_says_how_to_get_one(monkeypatch, tmp_path):
 def test_a_warm_cache_skips_the_compiler_in_a_new_process(cpu, tmp_path):
   script = textwrap.dedent("""
     import numpy as np, tinyjx, tinyjx.numpy as jnp
-    from tinyjx.lower import compile as comp
+    from tinyjx.devices import cpu as comp
     calls = []
     build = comp._build
     comp._build = lambda *a: (calls.append(1), build(*a))[1]
@@ -160,7 +160,7 @@ def test_without_a_compiler_the_interpreter_is_the_default(tmp_path):
   script = textwrap.dedent("""
     import numpy as np, tinyjx, tinyjx.numpy as jnp
     from tinyjx import devices
-    from tinyjx.lower.compile import NoCompilerError
+    from tinyjx.devices.cpu import NoCompilerError
     print(devices.default_name(), float(jnp.sum(jnp.arange(4.0) * 2)))
     try:
       devices.get('CPU').run_graph([(jnp.arange(3.0) + 1).uop])

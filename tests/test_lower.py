@@ -154,8 +154,8 @@ def test_eager_programs_are_cached_by_structure_not_by_values(cpu):
 
 def test_docstring_examples_run(cpu):
   import doctest, importlib
-  names = ['symbolic', 'memory', 'schedule', 'index', 'optimize', 'render', 'runtime', 'compile']
-  modules = [lower, importlib.import_module('tinyjx.devices.cpu')]
+  names = ['symbolic', 'memory', 'schedule', 'index', 'optimize', 'render', 'runtime']
+  modules = [lower, importlib.import_module('tinyjx.devices.cpu'), importlib.import_module('tinyjx.devices.diskcache')]
   for m in modules + [importlib.import_module(f'tinyjx.lower.{n}') for n in names]:
     assert doctest.testmod(m, optionflags=doctest.ELLIPSIS).failed == 0, m.__name__
 
@@ -203,7 +203,7 @@ def test_max_and_min_of_a_constant_over_an_empty_axis_is_the_identity(cpu):
 
 def test_select_between_a_constant_and_a_load_over_short_rows(cpu):
   """GCC 12 gave the masked AVX loads of an if-converted loop the wrong masks (rows of 3 doubles): the
-  compiler flags keep it from if-converting (lower/compile.py `workarounds`)."""
+  compiler flags keep it from if-converting (devices/cpu.py `workarounds`)."""
   b4 = jnp.asarray(np.array([[1.0, 1, 1], [0, 0, 0]]))
   with tinyjx.Context(JAX_ENABLE_X64=True, TINYJX_DEVICE='CPU'):
     f = tinyjx.jit(lambda b0, b4, b5: jnp.where(b4 == 1.0, 0.0, b0) + b5)

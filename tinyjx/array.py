@@ -95,7 +95,9 @@ def realize_uops(uops: list[UOp], operation: str = "computing a value", device=N
     bufs = realize_hook(strip_tags([uops[i] for i in todo]), device)
     for i, b in zip(todo, bufs):
       out[i] = buffer_uop(b)
-      realized_cache[uops[i]] = out[i]
+      # a graph of constants only (arange, full) is computed on whatever device is the default then: caching it
+      # would hand a later, structurally equal graph a buffer on another device
+      if 'BUFFER' in uops[i].flags: realized_cache[uops[i]] = out[i]
   return out
 
 # --- the Array ---

@@ -59,20 +59,25 @@ class Device:
 # ---------------------------------------------------------------- how many devices, of which kind
 
 def kind_of(backend=None) -> str:
-  """The device kind for `backend` ('cpu', 'python' or None for the default device's kind)."""
+  """The device kind for `backend` (a kind of the device registry, 'cpu' or 'python', or None for the default
+  device's kind)."""
   if backend is None: return devices_mod.default_name().split(':')[0].upper()
   kind = str(backend).upper()
-  if kind not in ('CPU', 'PYTHON'):
-    raise ValueError(f"unknown backend {backend!r}; the backends with several devices are 'cpu' and 'python'")
+  if kind not in devices_mod.KINDS:
+    raise ValueError(f"unknown backend {backend!r}; the device kinds are "
+                     f"{', '.join(repr(k.lower()) for k in devices_mod.KINDS)}")
   return kind
 
 def local_device_count(backend=None) -> int:
-  """The number of devices of this process (TINYJX_CPU_DEVICES, fixed by `distributed.initialize()`).
+  """The number of devices of this process: for CPU and PYTHON the virtual devices of TINYJX_CPU_DEVICES (fixed by
+  `distributed.initialize()`), for CL the OpenCL devices of the platform.
 
   >>> import tinyjx
   >>> tinyjx.local_device_count() >= 1
   True
   """
+  physical = devices_mod.physical_count(kind_of(backend))
+  if physical is not None: return physical
   n = distributed.fixed_local_count() or settings.get('TINYJX_CPU_DEVICES')
   if not isinstance(n, int) or isinstance(n, bool) or n < 1:
     raise ValueError(f"TINYJX_CPU_DEVICES must be a positive integer, got {n!r}")
@@ -104,7 +109,7 @@ def local_devices(process_index: int | None = None, backend=None) -> list[Device
   p = distributed.process_index() if process_index is None else process_index
   if not 0 <= p < distributed.process_count():
     raise ValueError(f"process_index={p} is out of range: there are {distributed.process_count()} processes")
-  kind, n = kind_of(backend), local_device_count()
+  kind, n = kind_of(backend), local_device_count(backend)
   return [Device(kind, p, i, n) for i in range(n)]
 
 def devices(backend=None) -> list[Device]:
@@ -128,7 +133,7 @@ def device_count(backend=None) -> int:
 def by_name(name: str) -> Device:
   """The Device of this process called `name` in the registry ('CPU:3')."""
   kind, index = devices_mod.canonical_name(name).split(':')
-  return Device(kind, distributed.process_index(), int(index), local_device_count())
+  return Device(kind, distributed.process_index(), int(index), local_device_count(kind))
 
 def as_local(device, what: str) -> Device:
   """`device` (a Device or a registry name) as a Device of this process, with a clear error otherwise."""

@@ -10,7 +10,7 @@ import math
 import numpy as np
 from tinyjx import dtypes, array
 from tinyjx.uop import UOp, Ops, GroupOp, toposort
-from tinyjx.devices import Device
+from tinyjx.devices import Backend
 
 class NumpyBuffer(array.Buffer):
   """A buffer whose memory is a numpy array on the host (PYTHON device; CPU devices reuse it)."""
@@ -209,7 +209,7 @@ def _finish(n: UOp, out):
   if n.dtype is dtypes.bfloat16 and n.op not in GroupOp.Movement: out = dtypes.round_bf16(out)
   return out
 
-class PythonDevice(Device):
+class PythonDevice(Backend):
   """The reference interpreter as a device: buffers are numpy arrays, graphs run op by op."""
   kind = "PYTHON"
   def run_graph(self, roots):

@@ -5,8 +5,8 @@ state (the graph, then the schedule, then the kernels, then the source). Its inp
 outputs); its output is an `Executable` (runtime.py) of the device. DEBUG=3 prints the kernels with the
 jaxpr equations each one fused, DEBUG=4 the generated source, DEBUG>=5 the state after every pass.
 
-Eager realization goes through the same pipeline: `realize(device, roots)` (registered as
-`devices.lowering_hook`) turns the BUFFER leaves of a concrete graph into parameters and lifts its
+Eager realization goes through the same pipeline: `realize(device, roots)` (registered with the device layer,
+with `compile_jaxpr`, by `devices.register_pipeline` at the bottom of this file) turns the BUFFER leaves of a concrete graph into parameters and lifts its
 scalar constants into parameters too, so a program is compiled once per graph *structure* (not per
 buffer or per Python scalar) and cached in memory by that structure's key; the disk cache below it
 makes a new process skip the compiler. Eager execution is tiered like a JIT: a C compiler call costs about
@@ -29,9 +29,9 @@ from tinyjx.lower.schedule import schedule, KernelItem
 from tinyjx.lower.index import build_kernel, NeedsBuffer
 from tinyjx.lower.memory import plan
 from tinyjx.lower.optimize import optimize
-from tinyjx.lower.render import CRenderer
+from tinyjx.lower.optimize_gpu import optimize as optimize_gpu
+from tinyjx.lower.render import RENDERERS
 from tinyjx.lower.runtime import Executable, Slot, KernelCall, InterpretedStep, step_rules
-from tinyjx.devices.python import NumpyBuffer
 
 @dataclass
 class Lowering:
@@ -52,7 +52,7 @@ class Lowering:
   offsets: dict = field(default_factory=dict)
   arena_bytes: int = 0
   source: str = ""
-  lib: object = None
+  binary: object = None            # what the device's compile returned
   @property
   def flops(self) -> int: return sum(k.flops for k in self.kernels)
   @property
@@ -108,14 +108,22 @@ def _kernel_label(n: UOp) -> str:
   return prim_name(n).replace('convert_element_type', 'cast')
 
 def do_optimize(st: Lowering) -> Lowering:
+  """The device's kernel shape decides the heuristics: CPU loop nests (optimize.py) or a GPU grid (optimize_gpu.py)."""
   sizes = {i: s.nbytes for i, s in enumerate(st.slots)}
-  st.kernels = [optimize(k, sizes) for k in st.kernels]
+  shape_it = optimize_gpu if st.device.kernel_shape == 'grid' else optimize
+  st.kernels = [shape_it(k, sizes, st.device) for k in st.kernels]
   return st
 
 def do_steps_and_memory(st: Lowering) -> Lowering:
-  """Group consecutive kernels into one foreign call; place intermediates in the arena by liveness."""
+  """Group consecutive kernels into one foreign call (a grid device launches each kernel itself, over its grid);
+  place intermediates in the arena by liveness."""
   st.steps, kernels, run = [], iter(range(len(st.kernels))), None
+  grid = st.device.kernel_shape == 'grid'
   for it in st.items:
+    if isinstance(it, KernelItem) and grid:
+      k = st.kernels[i := next(kernels)]
+      st.steps.append(KernelCall(k.name, [i], slots=[g.arg for g in k.args], global_size=k.global_size))
+      continue
     if isinstance(it, KernelItem):
       if run is None:
         run = KernelCall(len([s for s in st.steps if isinstance(s, KernelCall)]), [])
@@ -140,11 +148,11 @@ def do_steps_and_memory(st: Lowering) -> Lowering:
 
 def do_render(st: Lowering) -> Lowering:
   entries = [s.kernels for s in st.steps if isinstance(s, KernelCall)]
-  st.source = CRenderer().render(st.kernels, entries)
+  st.source = RENDERERS[st.device.renderer]().render(st.kernels, entries)
   return st
 
 def do_compile(st: Lowering) -> Lowering:
-  st.lib = st.device.compile(st.source)
+  st.binary = st.device.compile(st.source)
   return st
 
 PASSES = [
@@ -154,11 +162,11 @@ PASSES = [
   ("optimize", do_optimize),            # parallel loops, matmul tiling, work estimates
   ("memory", do_steps_and_memory),      # kernels grouped into foreign calls; intermediates share an arena
   ("render", do_render),                # one C translation unit for the whole program
-  ("compile", do_compile),              # the system compiler, through the disk cache
+  ("compile", do_compile),              # the device's toolchain (for CPU the system C compiler), through its disk cache
 ]
 
 def lower(device, params: list, outs: list) -> Lowering:
-  """Run every pass on the program `params -> outs`; returns the final state (kernels, source, library).
+  """Run every pass on the program `params -> outs`; returns the final state (kernels, source, binary).
 
   >>> import tinyjx, tinyjx.numpy as jnp
   >>> from tinyjx import devices
@@ -186,7 +194,7 @@ def compile_jaxpr(device, jaxpr) -> Executable:
   array([1., 3., 5.], dtype=float32)
   """
   st = lower(device, jaxpr.params, jaxpr.outs)
-  return Executable(device, st, st.lib)
+  return Executable(device, st, st.binary)
 
 def kernel_report(st: Lowering) -> str:
   """Each kernel with the jaxpr equations it fused (DEBUG=3)."""
@@ -215,7 +223,7 @@ def _liftable(n: UOp) -> bool:
   v = n.arg[0]
   return n.dtype.kind in 'iuf' and not (isinstance(v, float) and not math.isfinite(v)) and v not in KEEP_CONSTS
 
-def normalize(roots: list, device: str = 'CPU') -> tuple[list, list, list]:
+def normalize(roots: list, device) -> tuple[list, list, list]:
   """The graph with BUFFER leaves and scalar constants as PARAMs; returns (params, outs, input buffers)."""
   params, bufs, mapping = [], [], {}
   for n in toposort(roots):
@@ -225,13 +233,13 @@ def normalize(roots: list, device: str = 'CPU') -> tuple[list, list, list]:
     elif n.op is Ops.CONST and _liftable(n):
       p = UOp(Ops.PARAM, n.dtype, (), (len(params), (), 0))
       mapping[n] = p.reshape((1,) * len(n.shape)).expand(n.shape)
-      params.append(p); bufs.append(NumpyBuffer(device, np.array(n.arg[0], dtype=n.dtype.np), n.dtype))
+      params.append(p); bufs.append(device.from_numpy(np.array(n.arg[0], dtype=n.dtype.np), n.dtype))
   return params, substitute(roots, mapping), bufs
 
 def realize(device, roots: list) -> list:
-  """`devices.lowering_hook`: compute the concrete graphs `roots` on a compiled device (see the module doc)."""
+  """Compute the concrete graphs `roots` on a compiled device (see the module doc); returns one Buffer each."""
   roots = list(graph_rewrite(roots, pm_simplify, name="simplify"))
-  params, outs, bufs = normalize(roots, device.name)
+  params, outs, bufs = normalize(roots, device)
   key = (device.name, config.get('JAX_ENABLE_X64')) + tuple(o.key for o in outs)
   with _eager_lock:
     exe = _eager.get(key)
@@ -257,16 +265,7 @@ def interpret(device, params: list, outs: list, bufs: list) -> list:
   """The program run by the reference interpreter, with results as buffers of `device`."""
   from tinyjx.devices.python import evaluate
   values = evaluate(outs, {p: b.numpy() for p, b in zip(params, bufs)})
-  return [NumpyBuffer(device.name, np.ascontiguousarray(v).reshape(o.shape), o.dtype) for v, o in zip(values, outs)]
+  return [device.from_numpy(np.ascontiguousarray(v, o.dtype.np).reshape(o.shape), o.dtype) for v, o in zip(values, outs)]
 
-def _register() -> None:
-  from tinyjx.devices import cpu
-  from tinyjx.lower.compile import find_compiler, NoCompilerError
-  cpu.compile_hook = compile_jaxpr
-  try:
-    find_compiler()
-  except NoCompilerError:
-    return
-  devices.lowering_hook = realize
-
-_register()
+# The one registration of this layer: compiled devices lower and run programs through these two functions.
+devices.register_pipeline(compile_jaxpr, realize)

@@ -82,6 +82,18 @@ class Assign:
   at: UOp
   value: UOp                                # acc[at] = value
 
+@dataclass(frozen=True)
+class MatmulPlan:
+  """How a `Matmul` is tiled, chosen by optimize (`plan_matmul`) and only written out by lower/matmul.py."""
+  mr: int                                   # rows of a micro-tile (and of an x panel)
+  nr: int                                   # columns of a micro-tile (and of a y panel): two vectors of nr / 2
+  vector_bytes: int                         # the micro-kernel's vector width
+  x_panels: bool                            # x is packed a panel at a time inside the parallel loop, y whole
+  chunked: bool = False                     # the contraction runs in chunks of its outermost variable
+  chunk: int = 0                            # values of the outermost contraction variable per chunk
+  chunks: int = 1
+  split_groups: int = 0                     # > 0: the chunks are the parallel work, in this many fixed groups
+
 @dataclass(eq=False)
 class Matmul:
   """out[b, i, j] = epilogue(sum_k x(b, i, k) * y(b, j, k)), made by optimize from a sum-of-products kernel.
@@ -104,6 +116,7 @@ class Matmul:
   ivars: list = field(default_factory=list)
   jvars: list = field(default_factory=list)
   kvars: list = field(default_factory=list)
+  plan: MatmulPlan | None = None
   @property
   def work(self) -> int: return 2 * self.m * self.n * self.k
 

@@ -4,7 +4,10 @@ In order, for each kernel:
 - `as_matmul`: a sum of products whose operands each miss some output axis (a matmul, a batched matmul,
   `(a[:, None, :] * b.T[None]).sum(-1)`) becomes a `Matmul`: both operands are packed into panels (evaluating
   whatever elementwise producers were fused into them), a register-blocked micro-kernel multiplies the
-  panels, and the rest of the kernel (bias, activation, a transposed store) runs on each result tile;
+  panels, and the rest of the kernel (bias, activation, a transposed store) runs on each result tile. Its
+  tiling (`plan_matmul`: tile sizes for the device's `vector_bytes`, which side is packed whole, chunks of a long
+  contraction, a split contraction) travels on the statement as a `MatmulPlan`; lower/matmul.py only writes
+  it out;
 - `as_column_reduction`: a reduction over a strided axis (`x.sum(0)`) keeps a row of accumulators, so the
   innermost loop walks memory in order and vectorizes;
 - `split_reductions`: a big reduction at the top of a kernel runs as a fixed number of parallel chunks,
@@ -19,12 +22,16 @@ import math
 from tinyjx import dtypes
 from tinyjx.uop import UOp, Ops, toposort, substitute
 from tinyjx.lower import symbolic as sym
-from tinyjx.lower.index import Loop, Decl, Update, Store, Sort, Kernel, Matmul, Local, Assign, unflatten
+from tinyjx.lower.index import Loop, Decl, Update, Store, Sort, Kernel, Matmul, MatmulPlan, Local, Assign, unflatten
 from tinyjx.lower.symbolic import IDX
 
 PARALLEL_WORK = 1 << 16          # below this many operations a parallel region costs more than it saves
 MATMUL_MIN_WORK = 1 << 15        # multiply-adds below which the plain loop nest is as fast
 MATMUL_MIN_K = 4                 # a shorter contraction is a column reduction: packing would cost more
+MICRO_ROWS = 12                  # rows of a matmul micro-tile: 2 x 12 vector accumulators fit 32 registers
+PACK_CACHE = 1 << 19             # bytes of a packed operand that stay in cache while the other side streams past
+KC_TARGET = 256                  # contraction rows per chunk of a long contraction
+SPLIT_GROUPS = 16                # groups of chunks of a split contraction (fixed: results never depend on threads)
 
 NOT_ARITHMETIC = {Ops.CONST, Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_ACC, Ops.DEFINE_GLOBAL, Ops.LOAD, Ops.INDEX}
 
@@ -76,7 +83,30 @@ def _contiguous_along(u: UOp, along: UOp, other: UOp) -> bool:
   loads = [sym.linear(n.src[1])[0] for n in toposort([u]) if n.op is Ops.LOAD]
   return bool(loads) and all(t.get(along) == 1 and t.get(other) != 1 for t in loads)
 
-def as_matmul(k: Kernel):
+def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int) -> MatmulPlan:
+  """The tiling of an (m x k) @ (k x n) contraction whose outermost contraction variable has `outer` values.
+
+  Tiles are MICRO_ROWS x (two vectors). x is packed whole unless it is big and y fits in cache (then y is whole
+  and x streams a panel at a time). A long contraction runs in chunks of the outermost contraction variable of
+  about KC_TARGET rows, so the whole side's rows of one chunk stay in cache while every panel passes. With few
+  panels but many chunks (a weight gradient) the chunks themselves are the parallel work, in SPLIT_GROUPS groups.
+
+  >>> from tinyjx import dtypes
+  >>> plan_matmul(1024, 1024, 1024, dtypes.float32, 1024, 64)
+  MatmulPlan(mr=12, nr=32, vector_bytes=64, x_panels=False, chunked=True, chunk=256, chunks=4, split_groups=0)
+  """
+  size, nr = dtype.itemsize, 2 * vector_bytes // dtype.itemsize
+  x_panels = m * k * size > PACK_CACHE and n * k * size <= PACK_CACHE
+  whole_rows, panel_rows, inner = (n, m, k // outer) if x_panels else (m, n, k // outer)
+  chunked = k > 2 * KC_TARGET and outer > 1 and (whole_rows + 16) * 32 * size <= PACK_CACHE
+  if not chunked: return MatmulPlan(MICRO_ROWS, nr, vector_bytes, x_panels, chunk=outer)
+  per = max(1, KC_TARGET // inner)
+  per = -(-outer // -(-outer // per))          # the same number of chunks, of even sizes
+  chunks = -(-outer // per)
+  split = -(-panel_rows // 32) < 4 and chunks >= 4 * SPLIT_GROUPS
+  return MatmulPlan(MICRO_ROWS, nr, vector_bytes, x_panels, True, per, chunks, SPLIT_GROUPS if split else 0)
+
+def as_matmul(k: Kernel, vector_bytes: int = 32):
   """The kernel as nested batch loops around a `Matmul`, if it is a big enough sum of products; else None."""
   loops, inner = _perfect_nest(k.body)
   if not _is_reduce_then_store(inner): return None
@@ -100,7 +130,8 @@ def as_matmul(k: Kernel):
   new_store = Store(store.buf, _rewrite(store.idx, out_map), _rewrite(store.value, out_map), store.valid)
   mm = Matmul(si.arg[1], sj.arg[1], kn, x, y, new_store, acc.dtype,
               x_k_inner=_contiguous_along(x, kv[-1], iv[-1]), y_k_inner=_contiguous_along(y, kv[-1], jv[-1]),
-              ivars=iv, jvars=jv, kvars=kv)
+              ivars=iv, jvars=jv, kvars=kv,
+              plan=plan_matmul(si.arg[1], sj.arg[1], kn, acc.dtype, red[0].size, vector_bytes))
   batch = [Loop(l.var) for l in loops if l.var not in iv and l.var not in jv]
   stmts: list = [mm]
   for b in reversed(batch): stmts = [Loop(b.var, stmts)]
@@ -216,7 +247,7 @@ def _stash(a: Loop, b: Loop, stmts: list, k: Kernel, stashed: dict) -> None:
     for st in b.body:
       if isinstance(st, (Update, Store, Assign)): st.value = _rewrite(st.value, use)
 
-def optimize(k: Kernel, slot_bytes: dict) -> Kernel:
+def optimize(k: Kernel, slot_bytes: dict, target=None) -> Kernel:
   """Speed decisions for one kernel (in place); also fills in its flops and bytes.
 
   >>> from tinyjx.lower.index import build_kernel
@@ -228,7 +259,7 @@ def optimize(k: Kernel, slot_bytes: dict) -> Kernel:
   'Matmul'
   """
   k.nbytes = sum(slot_bytes.get(g.arg, 0) for g in k.args)
-  if (mm := as_matmul(k)) is not None: k.body = mm
+  if (mm := as_matmul(k, getattr(target, 'vector_bytes', 32))) is not None: k.body = mm
   else:
     if (col := as_column_reduction(k)) is not None: k.body = col
     split_reductions(k)

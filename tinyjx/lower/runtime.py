@@ -1,10 +1,12 @@
 """runtime: the Executable, a compiled program replayed as a list of steps over a table of buffer slots.
 
 A program has one slot per buffer: inputs (bound per run), constants (BUFFER leaves of the jaxpr, bound at
-compile time), outputs (fresh numpy arrays on every run, so no result ever aliases an earlier one) and
+compile time), outputs (fresh device memory on every run, so no result ever aliases an earlier one) and
 intermediates (placed in one arena by `memory.plan`; an arena up to `KEEP_ARENA` bytes is kept and reused
-by the next run unless another thread is using it). `run` fills a ctypes array of slot pointers and runs
-the steps in order.
+by the next run unless another thread is using it). Everything touching device memory or running code goes
+through the device's contract (`tinyjx.devices.Backend`): `allocate` for outputs and arenas, `arguments` for
+the table of slot handles a run launches its programs on (built once per executable for the constants and
+the arena, then per run for inputs and outputs), `load` and `launch` for kernels, `synchronize` at the end.
 
 The step interface, for runtime steps that are not kernels (control flow, collectives):
 
@@ -12,22 +14,21 @@ The step interface, for runtime steps that are not kernels (control flow, collec
       reads: set[int]; writes: set[int]          # slots, for memory planning
       def run(self, frame: Frame) -> None: ...    # read frame.array(slot), write into frame.array(slot)
 
-`Frame.array(slot)` is a numpy view of a slot's memory (shape and dtype from the program), and
-`frame.ptrs` the ctypes pointer table kernels receive. A step writes its results into the arrays of its
-output slots (`np.copyto`), which are allocated before it runs. `step_rules[op](node, program, slots)`
-builds the step for a scheduled node of kind `op` (COND, WHILE, SCAN, collectives ...): `program` is the
-`Lowering` (its `slot_of` maps the node's sources to slots), `slots` the output slots (None where an output
-is unused). That table is how the control-flow and collective layers plug their runtime steps in; a kind
-with no entry runs as an `InterpretedStep` (the PYTHON device's rule on the step's buffers), correct but
-not compiled. `KernelCall` (a run of consecutive kernels, one foreign call into the generated `tjx_run_N`
-entry) is the step every program has.
+`Frame.array(slot)` is a numpy array of a slot's value (shape and dtype from the program): on a device whose
+memory is the host's (CPU) a view of the slot's memory, else a host copy written back after the step. A step
+writes its results into the arrays of its output slots (`np.copyto`), which are allocated before it runs.
+`step_rules[op](node, program, slots)` builds the step for a scheduled node of kind `op` (COND, WHILE, SCAN,
+collectives ...): `program` is the `Lowering` (its `slot_of` maps the node's sources to slots, `device` is
+the device), `slots` the output slots (None where an output is unused). That table is how the control-flow
+and collective layers plug their runtime steps in; a kind with no entry runs as an `InterpretedStep` (the
+PYTHON device's rule on the step's buffers), correct but not compiled. `KernelCall` (a run of consecutive
+kernels, one launch of the generated `tjx_run_N` entry) is the step every program has.
 """
 from __future__ import annotations
-import ctypes, os, threading, time
+import threading, time
 from dataclasses import dataclass, field
 import numpy as np
 from tinyjx import settings as config
-from tinyjx.devices.python import NumpyBuffer
 
 step_rules: dict = {}   # Ops -> fn(node, program, slots) -> Step
 KEEP_ARENA = 64 << 20   # an executable keeps its intermediates' memory between runs up to this size
@@ -42,13 +43,20 @@ class Slot:
 
 @dataclass
 class KernelCall:
-  """Consecutive kernels run by one call into the generated entry `tjx_run_<entry>`."""
-  entry: int
+  """Consecutive kernels run by one call into the generated entry `tjx_run_<entry>`; on a grid device one kernel
+  (`entry` is its name), launched over `global_size` work items on the buffers of `slots`, in its parameter order."""
+  entry: int | str
   kernels: list                   # indices into program.kernels
   reads: set = field(default_factory=set)
   writes: set = field(default_factory=set)
-  fn: object = None
-  def run(self, frame: 'Frame') -> None: self.fn(frame.ptrs)
+  program: object = None          # the device's loaded entry
+  slots: list | None = None
+  global_size: tuple | None = None
+  def run(self, frame: 'Frame') -> None:
+    if self.slots is None: frame.device.launch(self.program, frame.args)
+    else: frame.device.launch(self.program, [frame.args[s] for s in self.slots], self.global_size)
+  @property
+  def name(self) -> str: return self.entry if isinstance(self.entry, str) else f"tjx_run_{self.entry}"
 
 class InterpretedStep:
   """A node kind without a compiled step (control flow, collectives, until their layers register one) runs
@@ -66,42 +74,74 @@ class InterpretedStep:
       if slot is not None: np.copyto(frame.array(slot), np.asarray(value).reshape(frame.exe.slots[slot].shape))
 
 class Frame:
-  """The buffers of one run: `ptrs` for kernels, `array(slot)` for runtime steps."""
-  def __init__(self, exe: 'Executable', ptrs, arrays: list, arena: np.ndarray):
-    self.exe, self.ptrs, self.arrays, self.arena = exe, ptrs, arrays, arena
+  """The buffers of one run: `args` (the device's argument table) for kernels, `array(slot)` for runtime steps."""
+  def __init__(self, exe: 'Executable', args, handles: dict, arena):
+    self.exe, self.device, self.args, self.handles, self.arena = exe, exe.device, args, handles, arena
+    self.arrays: dict = {}
+
   def array(self, slot: int) -> np.ndarray:
-    if self.arrays[slot] is None:
-      s = self.exe.slots[slot]
-      if s.kind == 'const': self.arrays[slot] = self.exe._const_arrays[slot]
+    a = self.arrays.get(slot)
+    if a is None:
+      s, exe = self.exe.slots[slot], self.exe
+      if s.kind == 'const': a = exe._const_arrays[slot]
+      elif self.device.host_memory: a = self._view(slot, s)
       else:
-        off = self.exe.offsets[slot]
-        self.arrays[slot] = self.arena[off:off + s.nbytes].view(_storage(s.dtype)).reshape(s.shape)
-    return self.arrays[slot]
+        a = np.empty(s.shape, s.dtype.np)
+        handle, offset = self._where(slot)
+        self.device.copy_out(handle, a, offset)
+      self.arrays[slot] = a
+    return a
+
+  def _where(self, slot: int) -> tuple:
+    h = self.handles.get(slot)
+    return (h, 0) if h is not None else (self.arena, self.exe.offsets[slot])
+
+  def _view(self, slot: int, s: 'Slot') -> np.ndarray:
+    handle, offset = self._where(slot)
+    if handle.dtype != np.uint8: return handle.reshape(s.shape)    # an input bound as it is
+    return handle[offset:offset + s.nbytes].view(s.dtype.np).reshape(s.shape)
+
+  def flush(self, slots) -> None:
+    """Write the host copies of `slots` back to device memory (devices whose memory is not the host's)."""
+    for slot in slots:
+      if slot in self.arrays and self.exe.slots[slot].kind != 'const':
+        handle, offset = self._where(slot)
+        self.device.copy_in(handle, np.ascontiguousarray(self.arrays.pop(slot)), offset)
 
 class Executable:
   """A lowered, compiled program: `exe.run(list_of_input_Buffers) -> list of fresh output Buffers`."""
-  def __init__(self, device, program, lib):
-    self.device, self.program, self.lib = device, program, lib
+  def __init__(self, device, program, binary):
+    self.device, self.program, self.binary = device, program, binary
     self.slots, self.steps, self.kernels = program.slots, program.steps, program.kernels
     self.offsets, self.arena_bytes = program.offsets, program.arena_bytes
     self.source = program.source
-    self._ptr_type = ctypes.c_void_p * max(len(self.slots), 1)
     self._lock = threading.Lock()
-    self._arena = np.empty(self.arena_bytes, np.uint8) if self.arena_bytes <= KEEP_ARENA else None
-    self._template = self._ptr_type()
-    self._const_arrays = {s: b.numpy() for s, b in program.consts.items()}
-    for s, a in self._const_arrays.items(): self._template[s] = a.ctypes.data
-    if self._arena is not None: self._fill_arena(self._template, self._arena)
+    self._const_arrays = {s: np.ascontiguousarray(b.numpy()) for s, b in program.consts.items()}
+    self._const_handles = {s: self._handle(a, self.slots[s].dtype) for s, a in self._const_arrays.items()}
+    self._arena = device.allocate(self.arena_bytes) if self.arena_bytes <= KEEP_ARENA else None
+    self._template = self._table(self._arena) if self._arena is not None else None
     for st in self.steps:
-      if isinstance(st, KernelCall): st.fn = getattr(lib, f"tjx_run_{st.entry}")
-    self._kernel_fns = [getattr(lib, f"tjx_kernel_{i}") for i in range(len(self.kernels))]
-    self._out_arrays = [(s, self.slots[s].shape, _storage(self.slots[s].dtype)) for s in program.out_slots]
+      if isinstance(st, KernelCall): st.program = device.load(binary, st.name)
+    self._timed = [st for st in self.steps if isinstance(st, KernelCall) and st.slots is not None]
+    if not self._timed:   # DEBUG=2 times each kernel: a loop-shaped program has an entry per kernel for that
+      self._timed = [KernelCall(f"tjx_kernel_{i}", [i], program=device.load(binary, f"tjx_kernel_{i}"))
+                     for i in range(len(self.kernels))]
+    self._ins = [(s, int(np.prod(self.slots[s].shape, dtype=np.int64)), self.slots[s]) for s in program.in_slots]
+    self._outs = [(s, self.slots[s].nbytes) for s in program.out_slots]
     self._out_index = {s: i for i, s in enumerate(program.out_slots)}
     self.n_intermediates = sum(1 for s in self.slots if s.kind == 'tmp')
 
-  def _fill_arena(self, ptrs, arena: np.ndarray) -> None:
-    base = arena.ctypes.data
-    for s, off in self.offsets.items(): ptrs[s] = base + off
+  def _handle(self, host: np.ndarray, dtype):
+    """Device memory holding `host`: the array itself where device memory is the host's, else a copy."""
+    if self.device.host_memory: return host
+    buf = self.device.from_numpy(host, dtype)
+    self._keep = getattr(self, '_keep', []) + [buf]
+    return buf.handle
+
+  def _table(self, arena):
+    """The argument table of the constants and the intermediates (at their offsets in `arena`)."""
+    return self.device.arguments(len(self.slots), {**self._const_handles,
+                                                   **{s: (arena, off) for s, off in self.offsets.items()}})
 
   def run(self, inputs: list) -> list:
     """Bind `inputs` (Buffers, one per jaxpr param), run every step, return fresh output Buffers.
@@ -113,74 +153,71 @@ class Executable:
     >>> exe.run([cpu.from_numpy(np.ones(4, np.float32), dtypes.float32)])[0].numpy()
     array([1., 2., 3., 4.], dtype=float32)
     """
-    prog = self.program
+    prog, dev = self.program, self.device
     if len(inputs) != len(prog.in_slots):
       raise TypeError(f"this executable takes {len(prog.in_slots)} input buffers, got {len(inputs)}")
     own_arena = self._arena is not None and self._lock.acquire(blocking=False)
     try:
-      if own_arena: ptrs, arena = self._ptr_type.from_buffer_copy(self._template), self._arena
-      else:
-        ptrs, arena = self._ptr_type.from_buffer_copy(self._template), np.empty(self.arena_bytes, np.uint8)
-        self._fill_arena(ptrs, arena)
-      arrays: list = [None] * len(self.slots)
-      for i, (s, b) in enumerate(zip(prog.in_slots, inputs)):
-        arrays[s] = a = self._bind(i, s, b.numpy())
-        ptrs[s] = a.ctypes.data
-      outs = []
-      for s, shape, npdt in self._out_arrays:
-        a = np.empty(shape, npdt)
-        arrays[s] = a
-        ptrs[s] = a.ctypes.data
-        outs.append(a)
-      frame = Frame(self, ptrs, arrays, arena)
-      self._set_threads()
+      arena = self._arena if own_arena else dev.allocate(self.arena_bytes)
+      handles = {s: self._bind(i, s, size, want, b) for i, ((s, size, want), b) in enumerate(zip(self._ins, inputs))}
+      outs = [dev.allocate(nbytes) for _, nbytes in self._outs]
+      handles.update((s, h) for (s, _), h in zip(self._outs, outs))
+      args = dev.arguments(len(self.slots), handles, self._template if own_arena else self._table(arena))
+      frame = Frame(self, args, handles, arena)
       if config.get('DEBUG') >= 2: self._run_timed(frame)
-      else:
+      elif dev.host_memory:
         for st in self.steps: st.run(frame)
+      else:
+        for st in self.steps:
+          st.run(frame)
+          if not isinstance(st, KernelCall): frame.flush(st.writes)
+      dev.synchronize()
     finally:
       if own_arena: self._lock.release()
     _count(prog)
-    return self._results(inputs, outs, arrays)
+    return self._results(inputs, outs)
 
-  def _bind(self, i: int, slot: int, a: np.ndarray) -> np.ndarray:
-    """Input `i` as the contiguous array of the program's dtype that kernels read through a plain pointer."""
-    want = self.slots[slot]
-    if a.size != int(np.prod(want.shape)):
+  def _bind(self, i: int, slot: int, size: int, want: Slot, buf):
+    """Input `i` as the handle kernels read: on host memory the contiguous array of the program's dtype and shape
+    (runtime steps read inputs through frame.array: they see the program's shape)."""
+    host = self.device.host_memory
+    if not host and getattr(buf, 'backend', None) is self.device: return buf.handle
+    a = buf.numpy()
+    if a.size != size:
       raise TypeError(f"input {i} has shape {a.shape}, but this executable was compiled for shape {want.shape} "
                       f"({want.dtype}); compile it again for the new shape")
-    if a.dtype != _storage(want.dtype) or not a.flags.c_contiguous: a = np.ascontiguousarray(a, _storage(want.dtype))
-    return a.reshape(want.shape)   # runtime steps read inputs through frame.array: they see the program's shape
+    if a.dtype != want.dtype.np or not a.flags.c_contiguous: a = np.ascontiguousarray(a, want.dtype.np)
+    if a.shape != want.shape: a = a.reshape(want.shape)
+    return a if host else self._handle(a, want.dtype)
 
-  def _results(self, inputs, outs, arrays) -> list:
+  def _results(self, inputs, outs) -> list:
     """One fresh Buffer per jaxpr output (outputs that are inputs, constants or repeats are copied)."""
-    prog, name, res = self.program, self.device.name, []
+    prog, dev, res = self.program, self.device, []
     for kind, ref, dt in prog.out_plan:
-      if kind == 'slot': a = outs[self._out_index[ref]]
-      elif kind == 'input': a = np.array(inputs[ref].numpy(), copy=True)
-      elif kind == 'const': a = np.array(self._const_arrays[ref], copy=True)
-      else: a = np.array(res[ref].data, copy=True)
-      res.append(NumpyBuffer(name, a, dt))
+      if kind == 'slot':
+        res.append(dev.wrap(outs[self._out_index[ref]], self.slots[ref].shape, dt))
+        continue
+      if kind == 'input': a = inputs[ref].numpy()
+      elif kind == 'const': a = self._const_arrays[ref]
+      else: a = res[ref].numpy()
+      res.append(dev.from_numpy(np.array(a, copy=True, order='C'), dt))
     return res
 
   def _run_timed(self, frame: Frame) -> None:
+    dev = self.device
     for st in self.steps:
       if not isinstance(st, KernelCall):
         st.run(frame)
+        if not dev.host_memory: frame.flush(st.writes)
         continue
       for i in st.kernels:
-        k = self.kernels[i]
+        k, call = self.kernels[i], next(c for c in self._timed if c.kernels == [i])
         t0 = time.perf_counter()
-        self._kernel_fns[i](frame.ptrs)
+        call.run(frame)
+        dev.synchronize()
         dt = time.perf_counter() - t0
-        print(f"*** {self.device.name} {k.name:<28} {dt * 1e6:9.1f} us  {k.flops / dt / 1e9:8.2f} GFLOP/s  "
+        print(f"*** {dev.name} {k.name:<28} {dt * 1e6:9.1f} us  {k.flops / dt / 1e9:8.2f} GFLOP/s  "
               f"{k.nbytes / dt / 1e9:8.2f} GB/s")
-
-  _threads = [None]
-  def _set_threads(self) -> None:
-    n = config.get('TINYJX_THREADS') or thread_count()
-    if Executable._threads[0] != n:
-      self.lib.tjx_set_threads(int(n))
-      Executable._threads[0] = n
 
   @property
   def flops(self) -> int: return sum(k.flops for k in self.kernels)
@@ -192,33 +229,6 @@ class Executable:
       lines.append(f"  kernel {i} {k.name}: {len(k.nodes)} ops, {k.flops} flops, {k.nbytes} bytes")
     return "\n".join(lines) + "\n\n" + self.source
   __repr__ = __str__
-
-_auto = [-1.0, 1]
-def thread_count() -> int:
-  """Threads for kernels when TINYJX_THREADS is 0: the usable cores minus the threads other processes are
-  running right now, so a busy machine does not leave kernels waiting at their barriers for descheduled
-  threads. Re-read at most once a second. (Not the load average: it is a minute long and counts this
-  process's own work, so after a busy minute a quiet machine still looked full.)"""
-  now = time.monotonic()
-  if now - _auto[0] > 1.0:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (os.cpu_count() or 1)
-    _auto[:] = [now, max(1, min(cores, cores - _others_running()))]
-  return _auto[1]
-
-def _others_running() -> int:
-  """Runnable threads of other processes now: the kernel's count of running tasks less this process's own."""
-  try:
-    with open('/proc/loadavg') as f: running = int(f.read().split()[3].split('/')[0])
-    ours = 0
-    for task in os.listdir('/proc/self/task'):
-      try:
-        with open(f'/proc/self/task/{task}/stat') as f: ours += f.read().rsplit(')', 1)[1].split()[0] == 'R'
-      except OSError: pass
-    return max(0, running - ours)
-  except (OSError, ValueError, IndexError):
-    return 0
-
-def _storage(dt) -> np.dtype: return dt.np
 
 def _count(prog) -> None:
   try:

@@ -845,7 +845,7 @@ class LoopStep:
   def call(self, i: int, args) -> list:
     """Run sub-executable `i` on numpy arrays; returns fresh arrays."""
     params = self.node.arg.jaxprs[i].params
-    bufs = [pydev.NumpyBuffer(self.device.name, np.ascontiguousarray(a).reshape(p.shape), p.dtype)
+    bufs = [self.device.from_numpy(np.ascontiguousarray(a, p.dtype.np).reshape(p.shape), p.dtype)
             for a, p in zip(args, params)]
     return [b.numpy().reshape(p.shape) for b, p in zip(self.exes[i].run(bufs), self.node.arg.jaxprs[i].outs)]
 

@@ -1,0 +1,190 @@
+"""matmul: writes out a `Matmul` statement's `MatmulPlan` (chosen in lower/optimize.py) as C, for the CPU renderer.
+
+The emitted code packs one operand whole (x, or y when the plan says `x_panels`) into panels of the plan's mr rows
+or nr columns, zero-padded at the edges; then, in the parallel loop over the other operand's blocks, packs one
+panel of it and runs the micro-kernel (an mr x nr tile of results in vector registers, `TJX_MICRO` in prelude.py,
+instantiated once per plan as `tjx_mm_<dtype>_<mr>x<nr>`) against every block of the first, and the kernel's
+epilogue (bias, activation, a transposed store) on each result tile. A chunked plan runs the contraction in chunks
+of its outermost variable, summing into a per-thread row of tiles; a split plan makes the chunks the parallel
+work, in a fixed number of groups added in order, so results do not depend on the thread count. Packing walks
+the kernel's own loop variables, so a view's index arithmetic stays affine. Every number is the plan's: nothing
+here decides a size.
+"""
+from __future__ import annotations
+import math
+from tinyjx import dtypes
+from tinyjx.uop import UOp
+from tinyjx.lower import symbolic as sym
+from tinyjx.lower.index import Matmul
+
+def _flat(vars_: list) -> UOp:
+  """The flat (row-major) index over loop variables `vars_`: affine, sum of var * stride."""
+  out, stride = sym.const(0), 1
+  for v in reversed(vars_):
+    out, stride = sym.add(out, sym.mul(v, stride)), stride * v.arg[1]
+  return out
+
+class MatmulEmitter:
+  """Mixed into the C renderer: `matmul(stmt, lines, pad)` and its parts. Uses the renderer's `expr`, `name`,
+  `stmt`, `scoped`, `push_scope`/`scopes` and `type_names`; records micro-kernel instantiations in `self.micro`."""
+  def pack_panel(self, s: Matmul, which: str, lines: list, pad: str, chunk: bool = False) -> None:
+    """Pack one panel (block `bb` of MR rows of x, or NR columns of y) at `dst`: dst[k * MR + r] = x(row, k),
+    zeros past the last row. Row-outer (each row's loop variables recovered once, then the kernel's own
+    contraction loops, so a view's index arithmetic stays affine) unless the operand runs along its single row
+    variable: then contraction-outer, so both the reads and the writes stay in order. With `chunk`, only the
+    contraction rows of the current chunk: the outermost contraction variable runs over [c0, c1) and k counts
+    from k0 (C variables of the chunk loop)."""
+    x, rows, n, blk, k_inner = ((s.x, s.ivars, s.m, s.plan.mr, s.x_k_inner) if which == 'a' else
+                                (s.y, s.jvars, s.n, s.plan.nr, s.y_k_inner))
+    klen = "kn" if chunk else "K"
+    flat_k = lambda: self.expr(_flat(s.kvars)) + (" - k0" if chunk else "")
+    def nest(vars_, p, body):
+      for d, v in enumerate(vars_):
+        lo, hi = ("c0", "c1") if chunk and d == 0 and vars_ is s.kvars else ("0", v.arg[1])
+        lines.append(f"{p}for (int64_t {self.name(v)} = {lo}; {self.name(v)} < {hi}; {self.name(v)}++) {{")
+        p += "  "
+        self.push_scope(lines, p, {v})
+      body(p)
+      for _ in vars_:
+        self.scopes.pop()
+        p = p[:-2]
+        lines.append(f"{p}}}")
+    if k_inner or len(rows) > 1:
+      sizes = [v.arg[1] for v in rows]
+      lines += [f"{pad}for (int64_t q = 0; q < {blk}; q++) {{", f"{pad}  const int64_t r = bb * {blk} + q;",
+                f"{pad}  if (r >= {n}) {{ for (int64_t k = 0; k < {klen}; k++) dst[k * {blk} + q] = 0; continue; }}"]
+      for d, v in enumerate(rows):
+        stride, part = math.prod(sizes[d + 1:]), "r"
+        if stride > 1: part = f"(r / {stride})"
+        if d > 0: part = f"({part} % {sizes[d]})"
+        lines.append(f"{pad}  const int64_t {self.name(v)} = {part};")
+      self.push_scope(lines, pad + "  ", set(rows))
+      nest(s.kvars, pad + "  ", lambda p: lines.append(
+        f"{p}dst[({flat_k()}) * {blk} + q] = {self.expr(x)};"))
+      self.scopes.pop()
+      lines.append(f"{pad}}}")
+      return
+    def body(p):
+      k = f"({flat_k()})"
+      lines.append(f"{p}for (int64_t q = 0; q < {blk}; q++) {{")
+      lines.append(f"{p}  const int64_t {self.name(rows[0])} = bb * {blk} + q;")
+      self.push_scope(lines, p + "  ", set(rows))
+      lines.append(f"{p}  if ({self.name(rows[0])} < {n}) dst[{k} * {blk} + q] = {self.expr(x)};")
+      lines.append(f"{p}  else dst[{k} * {blk} + q] = 0;")
+      self.scopes.pop()
+      lines.append(f"{p}}}")
+    nest(s.kvars, pad, body)
+
+  def matmul(self, s: Matmul, lines: list, pad: str) -> None:
+    """One side is packed whole first; the other is packed a panel at a time inside the parallel loop over its
+    blocks, right before the micro-kernel runs that panel against every block of the first (the panel stays
+    in cache, and no buffer the size of the big operand is ever written). A chunked contraction accumulates in
+    a per-thread row of tiles until the last chunk. Every decision is the plan's."""
+    plan, t = s.plan, self.type_names[s.dtype]
+    mr, nr, micro = plan.mr, plan.nr, self.micro_kernel(s)
+    panels_of_x, chunked = plan.x_panels, plan.chunked
+    whole, part = ('b', 'a') if panels_of_x else ('a', 'b')
+    wbuf, wblk, pblk = ('pb', nr, mr) if panels_of_x else ('pa', mr, nr)
+    p2, p3 = pad + "    ", pad + "      "
+    nblocks, other = ('MB', 'NB') if panels_of_x else ('NB', 'MB')
+    outer, inner = s.kvars[0].arg[1], s.k // s.kvars[0].arg[1]
+    ib, jb = ("bb", "sb") if panels_of_x else ("sb", "bb")
+    tile = f"cl + sb * {mr * nr}" if chunked else "c"
+    wptr = f"{wbuf} + sb * {wblk} * K" + (f" + k0 * {wblk}" if chunked else "")
+    a_ptr, b_ptr = ("panel", wptr) if panels_of_x else (wptr, "panel")
+    store = self.scoped(lambda out: self.stmt(s.store, out, len(p3) // 2 + 2), p3 + "    ")
+    lines += [f"{pad}{{",
+              f"{pad}  const int64_t M = {s.m}, N = {s.n}, K = {s.k};",
+              f"{pad}  const int64_t NB = (N + {nr - 1}) / {nr}, MB = (M + {mr - 1}) / {mr};",
+              f"{pad}  {t}* {wbuf} = tjx_alloc({'MB' if wbuf == 'pa' else 'NB'} * {wblk} * K * sizeof({t}));",
+              *([f"{pad}  {t}* parts = tjx_alloc({plan.split_groups} * MB * NB * {mr * nr} * sizeof({t}));"]
+                if plan.split_groups else []),
+              f"#pragma omp parallel if({int(s.parallel)})",
+              f"{pad}  {{"]
+    lines += ["#pragma omp for schedule(static)", f"{pad}  for (int64_t bb = 0; bb < {other}; bb++) {{",
+              f"{p2}{t}* dst = {wbuf} + bb * {wblk} * K;"]
+    self.pack_panel(s, whole, lines, p2)
+    lines += [f"{pad}  }}",
+              f"{pad}  {t}* panel = tjx_alloc({pblk} * {plan.chunk * inner} * sizeof({t}));"]
+    chunk = (outer, plan.chunk, inner)
+    if plan.split_groups:
+      self.split_k(s, lines, pad, part, a_ptr, b_ptr, t, chunk, store, ib, jb)
+      return
+    if chunked: lines.append(f"{pad}  {t}* cl = tjx_alloc({other} * {mr * nr} * sizeof({t}));")
+    lines += ["#pragma omp for schedule(static)",
+              f"{pad}  for (int64_t bb = 0; bb < {nblocks}; bb++) {{", f"{p2}{t}* dst = panel;"]
+    if chunked:
+      lines.append(f"{p2}for (int64_t cc = 0; cc < {plan.chunks}; cc++) {{")
+      self.chunk_panel(s, part, lines, p2 + "  ", chunk)
+      lines += [f"{p2}  for (int64_t sb = 0; sb < {other}; sb++)",
+                f"{p2}    {micro}(kn, {a_ptr}, {b_ptr}, {tile}, cc > 0);",
+                f"{p2}}}"]
+    else:
+      self.pack_panel(s, part, lines, p2)
+    lines += [f"{p2}for (int64_t sb = 0; sb < {other}; sb++) {{"]
+    if chunked: lines.append(f"{p3}const {t}* c = {tile};")
+    else: lines += [f"{p3}{t} c[{mr * nr}] __attribute__((aligned(64)));",
+                    f"{p3}{micro}(K, {a_ptr}, {b_ptr}, c, 0);"]
+    self.tile_store(s, lines, p3, ib, jb, t, store)
+    lines += [f"{p2}}}", f"{pad}  }}", f"{pad}  free(panel);"]
+    if chunked: lines.append(f"{pad}  free(cl);")
+    lines += [f"{pad}  }}", f"{pad}  free({wbuf});", f"{pad}}}"]
+
+  def chunk_panel(self, s: Matmul, part: str, lines: list, p: str, chunk: tuple) -> None:
+    """Inside a loop over chunk `cc`: its bounds (outer contraction variable in [c0, c1), k from k0, kn rows)
+    and its panel."""
+    outer, per, inner = chunk
+    lines += [f"{p}const int64_t c0 = cc * {per}, c1 = c0 + {per} < {outer} ? c0 + {per} : {outer};",
+              f"{p}const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};"]
+    self.pack_panel(s, part, lines, p, chunk=True)
+
+  def tile_store(self, s: Matmul, lines: list, p: str, ib: str, jb: str, t: str, store: list) -> None:
+    """The epilogue of one result tile `c` (block ib of rows, jb of columns): `store` for each element in range."""
+    mr, nr = s.plan.mr, s.plan.nr
+    lines += [f"{p}const int64_t rows = M - {ib} * {mr} < {mr} ? M - {ib} * {mr} : {mr};",
+              f"{p}const int64_t cols = N - {jb} * {nr} < {nr} ? N - {jb} * {nr} : {nr};",
+              f"{p}for (int64_t r = 0; r < rows; r++) {{",
+              f"{p}  const int64_t i = {ib} * {mr} + r;",
+              f"{p}  for (int64_t q = 0; q < cols; q++) {{",
+              f"{p}    const int64_t j = {jb} * {nr} + q;",
+              f"{p}    const {t} cv = c[r * {nr} + q];", *store,
+              f"{p}  }}", f"{p}}}"]
+
+  def split_k(self, s: Matmul, lines, pad, part, a_ptr, b_ptr, t, chunk, store, ib, jb) -> None:
+    """The split-contraction matmul: the plan's fixed groups of chunks run in parallel, each into its own row of
+    tiles; the groups are then added in order, so the result does not depend on the thread count."""
+    p2, plan, micro = pad + "    ", s.plan, self.micro_kernel(s)
+    tile_size = plan.mr * plan.nr
+    nblocks, other = ('MB', 'NB') if part == 'a' else ('NB', 'MB')
+    g = plan.split_groups
+    lines += ["#pragma omp for schedule(static)",
+              f"{pad}  for (int64_t g = 0; g < {g}; g++) {{",
+              f"{p2}{t}* dst = panel;",
+              f"{p2}const int64_t nc = {plan.chunks}, g0 = g * nc / {g}, g1 = (g + 1) * nc / {g};",
+              f"{p2}for (int64_t bb = 0; bb < {nblocks}; bb++) for (int64_t cc = g0; cc < g1; cc++) {{"]
+    self.chunk_panel(s, part, lines, p2 + "  ", chunk)
+    tile = f"parts + ((g * {nblocks} + bb) * {other} + sb) * {tile_size}"
+    lines += [f"{p2}  for (int64_t sb = 0; sb < {other}; sb++)",
+              f"{p2}    {micro}(kn, {a_ptr}, {b_ptr}, {tile}, cc > g0);",
+              f"{p2}}}",
+              f"{pad}  }}",
+              "#pragma omp for schedule(static)",
+              f"{pad}  for (int64_t bs = 0; bs < {nblocks} * {other}; bs++) {{",
+              f"{p2}const int64_t bb = bs / {other}, sb = bs % {other};",
+              f"{p2}{t} c[{tile_size}] __attribute__((aligned(64)));",
+              f"{p2}memcpy(c, parts + bs * {tile_size}, sizeof c);",
+              f"{p2}for (int64_t g = 1; g < {g}; g++) for (int64_t z = 0; z < {tile_size}; z++) "
+              f"c[z] += parts[(g * {nblocks} * {other} + bs) * {tile_size} + z];"]
+    self.tile_store(s, lines, p2, ib, jb, t, store)
+    lines += [f"{pad}  }}", f"{pad}  free(panel);", f"{pad}  }}", f"{pad}  free(parts);"]
+    lines.append(f"{pad}  free({'pb' if part == 'a' else 'pa'});")
+    lines.append(f"{pad}}}")
+
+  def micro_kernel(self, s: Matmul) -> str:
+    """The name of the plan's micro-kernel; its instantiation is recorded in `self.micro` for `render`."""
+    plan, sfx = s.plan, 'f64' if s.dtype is dtypes.float64 else 'f32'
+    t, vec = self.type_names[s.dtype], f"tjx_v{sfx}_{plan.vector_bytes}"
+    name = f"{sfx}_{plan.mr}x{plan.nr}"
+    self.micro.setdefault(vec, f"typedef {t} {vec} __attribute__((vector_size({plan.vector_bytes})));")
+    self.micro.setdefault(name, f"TJX_MICRO({t}, {vec}, {name}, {plan.mr}, {plan.nr})")
+    return f"tjx_mm_{name}"

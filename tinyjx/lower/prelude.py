@@ -1,0 +1,233 @@
+"""prelude: the C runtime every generated translation unit starts with, in pieces a dialect can reuse.
+
+The pieces give the PYTHON device's exact semantics where C's differ: integer division and remainder by zero and of
+INT_MIN by -1, shifts past the width, saturating float-to-int casts, NaN-propagating max/min, bfloat16 rounding and
+float16 conversion (in software where the compiler has no _Float16), numpy's sort order. `PORTABLE` is plain C that
+OpenCL C accepts too (a dialect adds its own typedefs); the rest is for the CPU's C compiler: headers, OpenMP
+reductions, the float32 exp/log/tanh polynomials, the matmul micro-kernel macro (sized by the plan, instantiated by
+the renderer) and the merge sort. `SET_THREADS` is the entry the CPU device sets OpenMP's thread count through.
+"""
+
+HEADERS = r"""
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#ifdef __FLT16_MANT_DIG__
+typedef _Float16 half;
+#define TJX_H2F(x) ((float)(x))
+#define TJX_F2H(x) ((half)(x))
+#else
+typedef uint16_t half;
+static inline float TJX_H2F(uint16_t h) {
+  uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, b;
+  if (e == 0x1f) b = s | 0x7f800000u | (m << 13);
+  else if (e) b = s | ((e + 112) << 23) | (m << 13);
+  else { float f = (float)m * 5.9604644775390625e-8f; return s ? -f : f; }
+  float f; memcpy(&f, &b, 4); return f;
+}
+static inline uint16_t TJX_F2H(double d) {
+  uint16_t s = signbit(d) ? 0x8000 : 0; double a = fabs(d); int e;
+  if (a != a) return s | 0x7e00;
+  if (a >= 65520.0) return s | 0x7c00;
+  if (a < 6.103515625e-05) return s | (uint16_t)nearbyint(a * 16777216.0);
+  double q = nearbyint(frexp(a, &e) * 2048.0);
+  if (q == 2048.0) { q = 1024.0; e++; }
+  return s | (uint16_t)(((e + 14) << 10) + ((int)q - 1024));
+}
+#endif
+"""
+
+BF16 = r"""static inline float tjx_bf16(float x) {
+  if (x != x) return x;
+  uint32_t b; memcpy(&b, &x, 4);
+  b = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
+  memcpy(&x, &b, 4); return x;
+}
+"""
+
+FLOAT_OPS = r"""#define TJX_FLOAT_OPS(T, N, ONE) \
+static inline T tjx_max_##N(T a, T b) { return (a > b || a != a) ? a : b; } \
+static inline T tjx_min_##N(T a, T b) { return (a < b || a != a) ? a : b; } \
+static inline T tjx_sign_##N(T x) { return x > 0 ? ONE : (x < 0 ? -ONE : (x == 0 ? (T)0 : x)); }
+TJX_FLOAT_OPS(float, f32, 1.0f)
+TJX_FLOAT_OPS(double, f64, 1.0)
+"""
+
+OMP_REDUCTIONS = r"""/* NaN-propagating max/min as OpenMP reductions, so `omp simd` may vectorize them */
+#pragma omp declare reduction(tjx_max_f32 : float : omp_out = tjx_max_f32(omp_out, omp_in)) \
+  initializer(omp_priv = -INFINITY)
+#pragma omp declare reduction(tjx_min_f32 : float : omp_out = tjx_min_f32(omp_out, omp_in)) \
+  initializer(omp_priv = INFINITY)
+#pragma omp declare reduction(tjx_max_f64 : double : omp_out = tjx_max_f64(omp_out, omp_in)) \
+  initializer(omp_priv = -INFINITY)
+#pragma omp declare reduction(tjx_min_f64 : double : omp_out = tjx_min_f64(omp_out, omp_in)) \
+  initializer(omp_priv = INFINITY)
+"""
+
+INT_OPS = r"""#define TJX_INT_OPS(T, U, N, BITS, SIGNED) \
+static inline T tjx_max_##N(T a, T b) { return a > b ? a : b; } \
+static inline T tjx_min_##N(T a, T b) { return a < b ? a : b; } \
+static inline T tjx_div_##N(T a, T b) { \
+  if (b == 0) return (T)-1; \
+  if (SIGNED && b == (T)-1) return (T)(0 - (U)a); \
+  return (T)(a / b); } \
+static inline T tjx_rem_##N(T a, T b) { \
+  if (b == 0) return a; \
+  if (SIGNED && b == (T)-1) return 0; \
+  return (T)(a % b); } \
+static inline T tjx_shl_##N(T a, int64_t b) { return (b >= 0 && b < BITS) ? (T)((U)a << b) : (T)0; } \
+static inline T tjx_shr_##N(T a, int64_t b) { return (b >= 0 && b < BITS) ? (T)(a >> b) : (T)(a < 0 ? -1 : 0); } \
+static inline T tjx_abs_##N(T a) { return a < 0 ? (T)(0 - (U)a) : a; } \
+static inline T tjx_pow_##N(T a, T b) { \
+  if (b < 0) return a == 1 ? (T)1 : (a == (T)-1 ? (((uint64_t)b & 1) ? (T)-1 : (T)1) : (T)0); \
+  uint64_t r = 1, x = (uint64_t)a, e = (uint64_t)b; \
+  while (e) { if (e & 1) r *= x; x *= x; e >>= 1; } \
+  return (T)r; }
+TJX_INT_OPS(int8_t, uint8_t, i8, 8, 1)
+TJX_INT_OPS(int16_t, uint16_t, i16, 16, 1)
+TJX_INT_OPS(int32_t, uint32_t, i32, 32, 1)
+TJX_INT_OPS(int64_t, uint64_t, i64, 64, 1)
+TJX_INT_OPS(uint8_t, uint8_t, u8, 8, 0)
+TJX_INT_OPS(uint16_t, uint16_t, u16, 16, 0)
+TJX_INT_OPS(uint32_t, uint32_t, u32, 32, 0)
+TJX_INT_OPS(uint64_t, uint64_t, u64, 64, 0)
+#define TJX_F2I(T, N, LO, HI) \
+static inline T tjx_f2i_##N(double x) { return x != x ? (T)0 : (x >= (double)HI ? HI : (x <= (double)LO ? LO : (T)x)); }
+TJX_F2I(int8_t, i8, INT8_MIN, INT8_MAX)
+TJX_F2I(int16_t, i16, INT16_MIN, INT16_MAX)
+TJX_F2I(int32_t, i32, INT32_MIN, INT32_MAX)
+TJX_F2I(int64_t, i64, INT64_MIN, INT64_MAX)
+TJX_F2I(uint8_t, u8, 0, UINT8_MAX)
+TJX_F2I(uint16_t, u16, 0, UINT16_MAX)
+TJX_F2I(uint32_t, u32, 0, UINT32_MAX)
+TJX_F2I(uint64_t, u64, 0, UINT64_MAX)
+"""
+
+FAST_MATH = r"""/* float32 exp, log and tanh as polynomials (Cephes' minimax coefficients) that vectorize; about 1-2 ulp */
+#ifdef __FMA__
+#define TJX_FMA(a, b, c) fmaf(a, b, c)
+#else
+#define TJX_FMA(a, b, c) ((a) * (b) + (c))
+#endif
+static inline float tjx_f32_bits(int32_t b) { float f; memcpy(&f, &b, 4); return f; }
+static inline float tjx_exp_f32(float x) {
+  float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
+  xc = x == x ? xc : 0.0f;
+  float n = rintf(xc * 1.44269504088896341f);
+  float r = TJX_FMA(n, -0.693145751953125f, xc);
+  r = TJX_FMA(n, -1.428606765330187045e-06f, r);
+  float p = 1.9875691500e-4f;
+  p = TJX_FMA(p, r, 1.3981999507e-3f); p = TJX_FMA(p, r, 8.3334519073e-3f); p = TJX_FMA(p, r, 4.1665795894e-2f);
+  p = TJX_FMA(p, r, 1.6666665459e-1f); p = TJX_FMA(p, r, 5.0000001201e-1f);
+  p = TJX_FMA(p, r * r, r) + 1.0f;
+  int32_t ni = (int32_t)n, n1 = ni >> 1, n2 = ni - n1;
+  float res = p * tjx_f32_bits((n1 + 127) << 23) * tjx_f32_bits((n2 + 127) << 23);
+  return x == x ? res : x;
+}
+static inline float tjx_log_f32(float x) {
+  int32_t b; memcpy(&b, &x, 4);
+  int sub = x < 1.17549435e-38f;
+  float xs = sub ? x * 8388608.0f : x;
+  memcpy(&b, &xs, 4);
+  int32_t e = ((b >> 23) & 0xff) - 127 - (sub ? 23 : 0);
+  float m = tjx_f32_bits((b & 0x7fffff) | 0x3f800000);
+  int big = m > 1.41421356f;
+  m = big ? m * 0.5f : m;
+  float fe = (float)(e + big), f = m - 1.0f, z = f * f;
+  float p = 7.0376836292e-2f;
+  p = TJX_FMA(p, f, -1.1514610310e-1f); p = TJX_FMA(p, f, 1.1676998740e-1f); p = TJX_FMA(p, f, -1.2420140846e-1f);
+  p = TJX_FMA(p, f, 1.4249322787e-1f); p = TJX_FMA(p, f, -1.6668057665e-1f); p = TJX_FMA(p, f, 2.0000714765e-1f);
+  p = TJX_FMA(p, f, -2.4999993993e-1f); p = TJX_FMA(p, f, 3.3333331174e-1f);
+  float y = f * z * p;
+  y = TJX_FMA(fe, -2.12194440e-4f, y);
+  y = TJX_FMA(z, -0.5f, y);
+  float res = TJX_FMA(fe, 0.693359375f, f + y);
+  res = x == 0.0f ? -INFINITY : res;
+  res = x < 0.0f ? NAN : res;
+  return (x != x || x == INFINITY) ? x : res;
+}
+static inline float tjx_tanh_f32(float x) {
+  float a = fabsf(x), z = x * x;
+  float p = -5.70498872745e-3f;
+  p = TJX_FMA(p, z, 2.06390887954e-2f); p = TJX_FMA(p, z, -5.37397155531e-2f);
+  p = TJX_FMA(p, z, 1.33314422036e-1f); p = TJX_FMA(p, z, -3.33332819422e-1f);
+  float small = TJX_FMA(p * z, x, x);
+  float big = 1.0f - 2.0f / (tjx_exp_f32(2.0f * a) + 1.0f);
+  big = x < 0.0f ? -big : big;
+  return a < 0.625f ? small : big;
+}
+"""
+
+MASKED_ZERO = r"""/* what a masked-off load reads: zero bits of any element type */
+static const uint64_t tjx_zero[2] __attribute__((aligned(16))) = {0, 0};
+"""
+
+MATMUL = r"""/* matmul: the micro-kernel keeps an MR x NR tile of results in 2 x MR vector registers of type V (NR / 2 lanes
+   each), multiply-adds fused (only here, on purpose); `more` continues the sums already in c. Every size comes from
+   the kernel's MatmulPlan (lower/optimize.py): `render` instantiates one micro-kernel per plan it meets. */
+#if defined(TJX_AVX512_MICROKERNEL) && !defined(__AVX512F__)
+#define TJX_MICRO_TARGET __attribute__((target("avx512f")))
+#else
+#define TJX_MICRO_TARGET
+#endif
+#if defined(__clang__)
+#define TJX_CONTRACT_FN
+#define TJX_CONTRACT_BODY _Pragma("clang fp contract(fast)")
+#else
+#define TJX_CONTRACT_FN __attribute__((optimize("fp-contract=fast")))
+#define TJX_CONTRACT_BODY
+#endif
+static inline void* tjx_alloc(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64 + 64); }
+#define TJX_MICRO(T, V, N, MR, NR) \
+TJX_CONTRACT_FN TJX_MICRO_TARGET static void tjx_mm_##N(int64_t K, const T* restrict a, const T* restrict b, \
+                                                       T* restrict c, int more) { \
+  TJX_CONTRACT_BODY \
+  V acc[MR][2]; \
+  if (more) memcpy(acc, c, sizeof acc); \
+  else for (int r = 0; r < MR; r++) { acc[r][0] = (V){0}; acc[r][1] = (V){0}; } \
+  for (int64_t k = 0; k < K; k++) { \
+    V b0, b1; \
+    memcpy(&b0, b + k * NR, sizeof(V)); memcpy(&b1, b + k * NR + NR / 2, sizeof(V)); \
+    for (int r = 0; r < MR; r++) { \
+      V av = (V){0} + a[k * MR + r]; \
+      acc[r][0] += av * b0; acc[r][1] += av * b1; } } \
+  memcpy(c, acc, sizeof acc); }
+"""
+
+SORT = r"""/* stable merge sort of row indices by key; NaN sorts last ascending and first descending (numpy's order) */
+#define TJX_SORT(K, N, NANS) \
+static void tjx_sort_##N(const K* key, int32_t* idx, int32_t* tmp, int64_t n, int desc) { \
+  for (int64_t w = 1; w < n; w *= 2) { \
+    for (int64_t lo = 0; lo < n; lo += 2 * w) { \
+      int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, a = lo, b = mid, o = lo; \
+      while (a < mid && b < hi) { \
+        K x = key[idx[b]], y = key[idx[a]]; \
+        int before = desc ? (x > y || (NANS && x != x && y == y)) : (x < y || (NANS && y != y && x == x)); \
+        tmp[o++] = before ? idx[b++] : idx[a++]; } \
+      while (a < mid) tmp[o++] = idx[a++]; \
+      while (b < hi) tmp[o++] = idx[b++]; } \
+    int32_t* t = idx; idx = tmp; tmp = t; \
+    if (2 * w >= n) { memcpy(tmp, idx, n * sizeof(int32_t)); } } }
+TJX_SORT(double, d, 1)
+TJX_SORT(int64_t, i, 0)
+TJX_SORT(uint64_t, u, 0)
+"""
+
+PORTABLE = FLOAT_OPS + INT_OPS
+C_PRELUDE = HEADERS + BF16 + FLOAT_OPS + OMP_REDUCTIONS + INT_OPS + FAST_MATH + MASKED_ZERO + MATMUL + SORT
+
+# the CPU device picks the thread count (devices/cpu.py thread_count) and sets it here; OpenMP is process-wide
+SET_THREADS = """int tjx_set_threads(int n) {
+#ifdef _OPENMP
+  if (n > 0) omp_set_num_threads(n);
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+"""
+
