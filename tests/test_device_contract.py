@@ -81,3 +81,15 @@ def test_the_contract_is_counted_in_the_base_class():
   methods = ['allocate', 'free', 'copy_in', 'copy_out', 'compile', 'load', 'arguments', 'launch', 'synchronize']
   assert 'nine methods' in doc and all(f"{m}(" in doc for m in methods)
   assert all(getattr(devices.Backend, m) is not getattr(cpu.CPUDevice, m) for m in methods if m != 'synchronize')
+
+def test_the_new_device_walkthrough_in_the_docs_runs(cpu, tmp_path):
+  import os, re, subprocess, sys
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  with open(os.path.join(root, 'docs', 'devices.md')) as f: code = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+  assert len(code) == 1
+  script = tmp_path / 'toy_device.py'
+  script.write_text(code[0])
+  r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                     env=dict(os.environ, PYTHONPATH=root))
+  assert r.returncode == 0, r.stderr
+  assert r.stdout.split()[0] == 'ToyDevice(id=0)' and abs(float(r.stdout.split()[1]) - np.exp(np.arange(4)).sum()) < 1e-4

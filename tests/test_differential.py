@@ -1,4 +1,5 @@
-"""Differential tests: the same programs on the compiled CPU device and on the PYTHON reference device.
+"""Differential tests: the same programs on each compiled device (CPU, and CL where OpenCL is installed) and on the
+PYTHON reference device.
 
 Every elementwise op of `python_rules` on every dtype it accepts (with edge values: zeros of both signs,
 infinities, NaN, subnormals, integer extremes), every cast between dtypes, reductions, scans, sorts,
@@ -7,6 +8,7 @@ compiled program so the suite calls the C compiler only a few times.
 """
 import math
 import numpy as np
+import pytest
 from hypothesis import example, given, settings, strategies as st, HealthCheck
 import tinyjx
 import tinyjx.numpy as jnp
@@ -42,17 +44,32 @@ def edge_values(dt, n=24, seed=0) -> np.ndarray:
 def buf(values: np.ndarray, dt) -> UOp:
   return buffer_uop(NumpyBuffer('CPU:0', np.ascontiguousarray(values.astype(dt.np)), dt))
 
-COMPILED = dict(TINYJX_DEVICE='CPU', TINYJX_EAGER_COMPILE_MS=0)   # eager graphs compile at once
+def opencl_missing() -> str:
+  try:
+    from tinyjx.devices import cl
+    cl.cl_devices()
+    return ""
+  except Exception as e:   # no library, no platform
+    return f"no OpenCL: {e}"
 
-def run_both(roots: list) -> tuple[list, list]:
-  """Values of `roots` computed by the CPU device (one compiled program) and by the PYTHON device."""
-  with tinyjx.Context(**COMPILED):
-    cpu = devices.get('CPU').run_graph(roots)
+COMPILED_DEVICES = [pytest.param('CPU'), pytest.param('CL', marks=pytest.mark.skipif(
+  bool(opencl_missing()), reason=opencl_missing() or "OpenCL available"))]
+
+@pytest.fixture(params=COMPILED_DEVICES)
+def compiled(request, cpu):
+  """Each compiled device in turn, with eager graphs compiled at once."""
+  with tinyjx.Context(TINYJX_DEVICE=request.param, TINYJX_EAGER_COMPILE_MS=0):
+    yield request.param
+
+def run_both(roots: list, device: str) -> tuple[list, list]:
+  """Values of `roots` computed by a compiled device (one program) and by the PYTHON device."""
+  with tinyjx.Context(TINYJX_DEVICE=device, TINYJX_EAGER_COMPILE_MS=0):
+    out = devices.get(device).run_graph(roots)
   ref = devices.get('PYTHON').run_graph(roots)
-  return [b.numpy() for b in cpu], [b.numpy() for b in ref]
+  return [b.numpy() for b in out], [b.numpy() for b in ref]
 
-def check(names, roots, approx=lambda r, name: False):
-  got, want = run_both(roots)
+def check(names, roots, device, approx=lambda r, name: False):
+  got, want = run_both(roots, device)
   failures = []
   for name, r, g, w in zip(names, roots, got, want):
     assert g.shape == w.shape and g.dtype == w.dtype, f"{name}: {g.shape} {g.dtype} vs {w.shape} {w.dtype}"
@@ -75,7 +92,7 @@ def ops_for(dt) -> list:
     out.append(op)
   return out
 
-def test_every_elementwise_op_and_cast_on_every_dtype(cpu):
+def test_every_elementwise_op_and_cast_on_every_dtype(compiled):
   roots, names = [], []
   for dt in D.ALL:
     a, b = buf(edge_values(dt, seed=1), dt), buf(edge_values(dt, seed=2)[::-1].copy(), dt)
@@ -93,9 +110,9 @@ def test_every_elementwise_op_and_cast_on_every_dtype(cpu):
                   (D.float64, D.uint64), (D.int8, D.uint8)]:
     roots.append(UOp(Ops.BITCAST, to, (buf(edge_values(src, seed=4), src),)))
     names.append(f"BITCAST {src}->{to}")
-  check(names, roots, approx=lambda r, name: r.op in TRANSCENDENTAL and r.dtype.kind == 'f')
+  check(names, roots, compiled, approx=lambda r, name: r.op in TRANSCENDENTAL and r.dtype.kind == 'f')
 
-def test_reductions_scans_sorts_views_gather_scatter_dot(cpu):
+def test_reductions_scans_sorts_views_gather_scatter_dot(compiled):
   rng = np.random.default_rng(0)
   roots, names = [], []
   def add(name, r): roots.append(r); names.append(name)
@@ -130,32 +147,32 @@ def test_reductions_scans_sorts_views_gather_scatter_dot(cpu):
   add("iota int32", UOp(Ops.IOTA, D.int32, (), ((3, 4), 1)))
   add("iota float16", UOp(Ops.IOTA, D.float16, (), ((3, 4), 0)))
   inexact = ('reduce', 'cumulative', 'dot_general')
-  check(names, roots, approx=lambda r, name: 'sum' if r.dtype.kind == 'f' and name.startswith(inexact) else False)
+  check(names, roots, compiled,
+        approx=lambda r, name: 'sum' if r.dtype.kind == 'f' and name.startswith(inexact) else False)
 
-def test_documented_edge_semantics_known_answers(cpu):
+def test_documented_edge_semantics_known_answers(compiled):
   """The spec's edge cases, as known answers (so the CPU device and the reference both match them)."""
   i32 = lambda v: jnp.asarray(np.array(v, np.int32))
   f32 = lambda v: jnp.asarray(np.array(v, np.float32))
   imin = -2 ** 31
-  with tinyjx.Context(**COMPILED):
-    got = {
-      'div0': (i32([7, -7, 0]) // 1 * 0 + lax_div(i32([7, -7, 0]), i32([0, 0, 0]))).tolist(),
-      'min_div': lax_div(i32([imin]), i32([-1])).tolist(),
-      'rem0': lax_rem(i32([7, -7]), i32([0, 0])).tolist(),
-      'shift': (i32([1, -8, 1]) << i32([40, 1, -1])).tolist(),
-      'shr': (i32([-8, 8]) >> i32([40, 40])).tolist(),
-      'sat': f32([1e30, -1e30, np.nan, np.inf, -3.9, 3.9]).astype(jnp.int32).tolist(),
-      'u8': f32([300.0, -5.0, 255.5]).astype(jnp.uint8).tolist(),
-      'round': jnp.round(f32([0.5, 1.5, 2.5, -0.5, -1.5])).tolist(),
-      'max_nan': jnp.maximum(f32([np.nan, 1.0]), f32([1.0, np.nan])).tolist(),
-      'min_nan': jnp.minimum(f32([np.nan, 1.0]), f32([1.0, np.nan])).tolist(),
-      'bf16': f32([1.00390625, 1.01171875]).astype(jnp.bfloat16).astype(jnp.float32).tolist(),
-      'f16_sum': jnp.ones(4096, jnp.float16).sum().astype(jnp.float32).item(),
-      'gather': tinyjx.Array(UOp(Ops.GATHER, D.int32, (i32([10, 20, 30]).uop, i32([-1, 5, 1]).uop))).tolist(),
-      'scatter': jnp.zeros(3, jnp.int32).at[jnp.asarray([0, 0, 2, 7])].add(1, mode='drop').tolist(),
-      'argsort_desc': jnp.argsort(jnp.asarray([2, 1, 2, 1]), descending=True).tolist(),
-      'argsort_nan': jnp.argsort(f32([1.0, np.nan, 0.0])).tolist(),
-    }
+  got = {
+    'div0': (i32([7, -7, 0]) // 1 * 0 + lax_div(i32([7, -7, 0]), i32([0, 0, 0]))).tolist(),
+    'min_div': lax_div(i32([imin]), i32([-1])).tolist(),
+    'rem0': lax_rem(i32([7, -7]), i32([0, 0])).tolist(),
+    'shift': (i32([1, -8, 1]) << i32([40, 1, -1])).tolist(),
+    'shr': (i32([-8, 8]) >> i32([40, 40])).tolist(),
+    'sat': f32([1e30, -1e30, np.nan, np.inf, -3.9, 3.9]).astype(jnp.int32).tolist(),
+    'u8': f32([300.0, -5.0, 255.5]).astype(jnp.uint8).tolist(),
+    'round': jnp.round(f32([0.5, 1.5, 2.5, -0.5, -1.5])).tolist(),
+    'max_nan': jnp.maximum(f32([np.nan, 1.0]), f32([1.0, np.nan])).tolist(),
+    'min_nan': jnp.minimum(f32([np.nan, 1.0]), f32([1.0, np.nan])).tolist(),
+    'bf16': f32([1.00390625, 1.01171875]).astype(jnp.bfloat16).astype(jnp.float32).tolist(),
+    'f16_sum': jnp.ones(4096, jnp.float16).sum().astype(jnp.float32).item(),
+    'gather': tinyjx.Array(UOp(Ops.GATHER, D.int32, (i32([10, 20, 30]).uop, i32([-1, 5, 1]).uop))).tolist(),
+    'scatter': jnp.zeros(3, jnp.int32).at[jnp.asarray([0, 0, 2, 7])].add(1, mode='drop').tolist(),
+    'argsort_desc': jnp.argsort(jnp.asarray([2, 1, 2, 1]), descending=True).tolist(),
+    'argsort_nan': jnp.argsort(f32([1.0, np.nan, 0.0])).tolist(),
+  }
   assert got['div0'] == [-1, -1, -1]
   assert got['min_div'] == [imin]
   assert got['rem0'] == [7, -7]
@@ -175,11 +192,10 @@ def test_documented_edge_semantics_known_answers(cpu):
 def lax_div(a, b): return tinyjx.Array(UOp(Ops.DIV, a.dtype, (a.uop, b.uop)))
 def lax_rem(a, b): return tinyjx.Array(UOp(Ops.REM, a.dtype, (a.uop, b.uop)))
 
-def test_float16_buffers_are_two_bytes_and_round_trip(cpu):
+def test_float16_buffers_are_two_bytes_and_round_trip(compiled):
   x = np.array([1.0, 65504.0, 6e-8, -0.0, np.inf], np.float16)
-  with tinyjx.Context(**COMPILED):
-    y = jnp.asarray(x) * jnp.asarray(np.float16(1.0))
-    out = np.asarray(y)
+  y = jnp.asarray(x) * jnp.asarray(np.float16(1.0))
+  out = np.asarray(y)
   assert out.dtype == np.float16 and out.nbytes == 10
   np.testing.assert_array_equal(out, x)
 
@@ -236,10 +252,11 @@ def _apply(kind: int, r: int, vals: list, rng) -> None:
   else:
     vals.append(x * 2.0)
 
+@pytest.mark.parametrize('device', COMPILED_DEVICES)
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(graphs())
 @example(g=([(2, 4), (1,)], [(5, 0), (1, 228), (0, 1), (1, 0), (5, 212)], 0, np.float32))  # GCC 12 masked load
-def test_random_graphs_match_the_reference(g):
+def test_random_graphs_match_the_reference(device, g):
   shapes, steps, seed, dt = g
   rng = np.random.default_rng(seed)
   inputs = [rng.standard_normal(s).astype(dt) for s in shapes]
@@ -248,14 +265,14 @@ def test_random_graphs_match_the_reference(g):
     step_rng = np.random.default_rng(seed + 1)
     for kind, r in steps: _apply(kind, r, vals, step_rng)
     return [v.uop for v in vals[len(inputs):]]
-  with tinyjx.Context(TINYJX_DEVICE='CPU', JAX_ENABLE_X64=dt is np.float64):
+  with tinyjx.Context(TINYJX_DEVICE=device, JAX_ENABLE_X64=dt is np.float64):
     roots = build()
-    got, want = run_both(roots)
+    got, want = run_both(roots, device)
   for g_, w in zip(got, want):
     scale = max(1.0, float(np.nanmax(np.abs(w)))) if w.size and np.isfinite(w).any() else 1.0
     np.testing.assert_allclose(g_, w, rtol=1e-4, atol=1e-4 * scale)
 
-def test_parallel_kernels_match_the_reference(cpu):
+def test_parallel_kernels_match_the_reference(compiled):
   """Sizes past the parallel threshold: parallel loops, chunked full reductions, column reductions, matmul
   tiles and a scatter whose duplicate updates must stay in order."""
   rng = np.random.default_rng(7)
@@ -270,4 +287,4 @@ def test_parallel_kernels_match_the_reference(cpu):
            UOp(Ops.CUMULATIVE, D.float32, (x,), (Ops.ADD, 0, False))]
   names = ['column sum', 'row max', 'full sum', 'full min of exp', 'matmul', 'scatter add', 'cumsum']
   with tinyjx.Context(TINYJX_THREADS=2):             # several threads even on a busy machine
-    check(names, roots, approx=lambda r, name: 'sum' if name != 'row max' else False)
+    check(names, roots, compiled, approx=lambda r, name: 'sum' if name != 'row max' else False)

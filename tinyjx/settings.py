@@ -16,6 +16,7 @@ KNOBS: dict = {
   'TINYJX_DEVICE': ('', str),       # default device name ('' picks the best available)
   'TINYJX_CACHE_DIR': ('', str),    # compiled-kernel cache ('' means ~/.cache/tinyjx)
   'TINYJX_CPU_DEVICES': (1, int),   # number of virtual CPU devices
+  'TINYJX_CL_PLATFORM': (0, int),   # which OpenCL platform (of those with devices) the CL device uses
   'TINYJX_COLLECTIVE_TIMEOUT': (120.0, float),  # seconds a collective waits for the other devices/processes
   'TINYJX_THREADS': (0, int),       # OpenMP threads for CPU kernels (0: the cores other processes leave idle)
   'TINYJX_EAGER_COMPILE_MS': (50.0, float),  # interpreter time after which an eager program is compiled (0: at once)

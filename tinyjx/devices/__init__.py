@@ -105,7 +105,8 @@ def pipeline(backend: Backend) -> Pipeline:
                        "tinyjx.lower) first")
   return _pipeline[0]
 
-KINDS: dict[str, str] = {'PYTHON': 'tinyjx.devices.python', 'CPU': 'tinyjx.devices.cpu'}   # kind -> its module
+KINDS: dict[str, str] = {'PYTHON': 'tinyjx.devices.python', 'CPU': 'tinyjx.devices.cpu',   # kind -> its module
+                         'CL': 'tinyjx.devices.cl'}
 _instances: dict[str, Backend] = {}
 
 def canonical_name(name: str) -> str:

@@ -30,7 +30,7 @@ from tinyjx.lower.index import build_kernel, NeedsBuffer
 from tinyjx.lower.memory import plan
 from tinyjx.lower.optimize import optimize
 from tinyjx.lower.optimize_gpu import optimize as optimize_gpu
-from tinyjx.lower.render import RENDERERS
+from tinyjx.lower.dialects import RENDERERS
 from tinyjx.lower.runtime import Executable, Slot, KernelCall, InterpretedStep, step_rules
 
 @dataclass

@@ -8,6 +8,25 @@ reductions, the float32 exp/log/tanh polynomials, the matmul micro-kernel macro 
 the renderer) and the merge sort. `SET_THREADS` is the entry the CPU device sets OpenMP's thread count through.
 """
 
+# float16 <-> float in software, for compilers without a half type; `tjx_u32_as_f32` is the dialect's bit cast
+SOFT_HALF = r"""static inline float TJX_H2F(uint16_t h) {
+  uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, b;
+  if (e == 0x1f) b = s | 0x7f800000u | (m << 13);
+  else if (e) b = s | ((e + 112) << 23) | (m << 13);
+  else { float f = (float)m * 5.9604644775390625e-8f; return s ? -f : f; }
+  return tjx_u32_as_f32(b);
+}
+static inline uint16_t TJX_F2H(double d) {
+  uint16_t s = signbit(d) ? 0x8000 : 0; double a = fabs(d); int e;
+  if (a != a) return s | 0x7e00;
+  if (a >= 65520.0) return s | 0x7c00;
+  if (a < 6.103515625e-05) return s | (uint16_t)nearbyint(a * 16777216.0);
+  double q = nearbyint(frexp(a, &e) * 2048.0);
+  if (q == 2048.0) { q = 1024.0; e++; }
+  return s | (uint16_t)(((e + 14) << 10) + ((int)q - 1024));
+}
+"""
+
 HEADERS = r"""
 #include <stdint.h>
 #include <stdlib.h>
@@ -22,23 +41,8 @@ typedef _Float16 half;
 #define TJX_F2H(x) ((half)(x))
 #else
 typedef uint16_t half;
-static inline float TJX_H2F(uint16_t h) {
-  uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, b;
-  if (e == 0x1f) b = s | 0x7f800000u | (m << 13);
-  else if (e) b = s | ((e + 112) << 23) | (m << 13);
-  else { float f = (float)m * 5.9604644775390625e-8f; return s ? -f : f; }
-  float f; memcpy(&f, &b, 4); return f;
-}
-static inline uint16_t TJX_F2H(double d) {
-  uint16_t s = signbit(d) ? 0x8000 : 0; double a = fabs(d); int e;
-  if (a != a) return s | 0x7e00;
-  if (a >= 65520.0) return s | 0x7c00;
-  if (a < 6.103515625e-05) return s | (uint16_t)nearbyint(a * 16777216.0);
-  double q = nearbyint(frexp(a, &e) * 2048.0);
-  if (q == 2048.0) { q = 1024.0; e++; }
-  return s | (uint16_t)(((e + 14) << 10) + ((int)q - 1024));
-}
-#endif
+static inline float tjx_u32_as_f32(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
+""" + SOFT_HALF + """#endif
 """
 
 BF16 = r"""static inline float tjx_bf16(float x) {
@@ -107,7 +111,8 @@ TJX_F2I(uint32_t, u32, 0, UINT32_MAX)
 TJX_F2I(uint64_t, u64, 0, UINT64_MAX)
 """
 
-FAST_MATH = r"""/* float32 exp, log and tanh as polynomials (Cephes' minimax coefficients) that vectorize; about 1-2 ulp */
+FAST_MATH = r"""/* float32 exp, log and tanh as polynomials (Cephes' minimax coefficients) that vectorize;
+   about 1-2 ulp */
 #ifdef __FMA__
 #define TJX_FMA(a, b, c) fmaf(a, b, c)
 #else
@@ -166,9 +171,10 @@ MASKED_ZERO = r"""/* what a masked-off load reads: zero bits of any element type
 static const uint64_t tjx_zero[2] __attribute__((aligned(16))) = {0, 0};
 """
 
-MATMUL = r"""/* matmul: the micro-kernel keeps an MR x NR tile of results in 2 x MR vector registers of type V (NR / 2 lanes
-   each), multiply-adds fused (only here, on purpose); `more` continues the sums already in c. Every size comes from
-   the kernel's MatmulPlan (lower/optimize.py): `render` instantiates one micro-kernel per plan it meets. */
+MATMUL = r"""/* matmul: the micro-kernel keeps an MR x NR tile of results in 2 x MR vector registers of type V
+   (NR / 2 lanes each), multiply-adds fused (only here, on purpose); `more` continues the sums already in c. Every
+   size comes from the kernel's MatmulPlan (lower/optimize.py): `render` instantiates one micro-kernel per plan.
+   TJX_MICRO_TARGET is the toolchain's: AVX-512 for the micro-kernel alone (devices/cpu.py `workarounds`). */
 #if defined(TJX_AVX512_MICROKERNEL) && !defined(__AVX512F__)
 #define TJX_MICRO_TARGET __attribute__((target("avx512f")))
 #else

@@ -1,14 +1,17 @@
 """render: kernel statements to C source. One C-style renderer; a dialect changes only what differs.
 
-`CRenderer.render(kernels, entries)` returns one translation unit: a prelude of small inline helpers
-(the exact semantics of the PYTHON device for integer division, shifts, saturating casts, NaN-propagating
-max/min, bfloat16 rounding, float16 conversion, stable argsort), one function per kernel, and one exported
-entry per run of consecutive kernels, `void tjx_run_N(void **args)`, which casts buffer pointers out of
-the slot table and calls its kernels in order (one foreign call runs many kernels). Each kernel also gets
-an entry `tjx_kernel_N(void **args)` for per-kernel timing at DEBUG=2.
+`CRenderer.render(kernels, entries)` returns one translation unit: the C runtime prelude (prelude.py: the exact
+semantics of the PYTHON device for integer division, shifts, saturating casts, NaN-propagating max/min, bfloat16
+rounding, float16 conversion, stable argsort, the matmul micro-kernel macro), the micro-kernel instantiations
+the kernels' matmul plans need (each vector typedef and each MR x NR kernel once), one function per kernel, and
+one exported entry per run of consecutive kernels, `void tjx_run_N(void **args)`, which casts buffer pointers out
+of the slot table and calls its kernels in order (one foreign call runs many kernels). Each kernel also gets an
+entry `tjx_kernel_N(void **args)` for per-kernel timing at DEBUG=2. A `Matmul` statement is written out by
+matmul.py (`MatmulEmitter`, mixed in here) exactly as its `MatmulPlan` says: no tiling is decided here.
 
-Dialect hooks (`OpenCLRenderer`/`CUDARenderer` later override these): `kernel_prefix`, `buffer_qualifier`,
-`parallel_for` (how the outermost parallel loop is expressed), `type_names`, `prelude_extra`.
+Dialect hooks (dialects.py overrides these): `kernel_prefix`, `buffer_qualifier`, `kernel_params`,
+`kernel_prologue`, `parallel_for`/`loop_open` (how a loop, and the outermost parallel one, is expressed),
+`type_names`, `prelude_extra`.
 Expressions: a node read more than once, or one that does not depend on the innermost loop, becomes a
 `const` temporary in the outermost block where everything it reads is defined (loop-invariant code motion:
 a `powf` of a scalar runs once per kernel, not once per element); everything else is rendered inline. Names
@@ -40,7 +43,6 @@ INFIX = {Ops.ADD: '+', Ops.SUB: '-', Ops.MUL: '*', Ops.AND: '&', Ops.OR: '|', Op
          Ops.CMPLE: '<=', Ops.CMPEQ: '==', Ops.CMPNE: '!='}
 FAST_F32 = {Ops.EXP: 'exp', Ops.LOG: 'log', Ops.TANH: 'tanh'}
 NARROW = {dtypes.bool_, dtypes.int8, dtypes.int16, dtypes.uint8, dtypes.uint16}
-
 
 def c_float(v: float, dt) -> str:
   if math.isnan(v): return 'NAN'

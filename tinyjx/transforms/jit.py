@@ -146,6 +146,16 @@ def _host_buffer(data: np.ndarray, dt, dev):
   if dt is dtypes.bfloat16: data = dtypes.round_bf16(data.astype(np.float32))
   return dev.from_numpy(np.ascontiguousarray(data, dtype=dt.np), dt)
 
+def _placed_on(leaves: list) -> str | None:
+  """Where a jit without `device=` runs: as in JAX, on the accelerator its arguments were put on (the first one
+  whose memory is on a device, not the host's), else on the default device (None). Host arrays (CPU, PYTHON) do
+  not pull a computation to their device: the default device (TINYJX_DEVICE) decides."""
+  for x in leaves:
+    u = x.uop if isinstance(x, Array) else None
+    if u is not None and u.op is Ops.BUFFER and isinstance(array.buffers[u.arg[0]], devices.DeviceBuffer):
+      return u.arg[2]
+  return None
+
 def _input_buffers(leaves: list, avals: tuple, dev) -> list:
   """One Buffer on `dev` per dynamic leaf: buffers as they are, lazy graphs realized together, host data copied in."""
   bufs, lazy = [], []
@@ -208,7 +218,7 @@ class JitFunction:
     if call.static_pos or call.static_kw:
       named = sorted(call.static_kw.items())
       statics = tuple((k, type(v), v) for k, v in list(call.static_pos.items()) + named)
-    call.device = devices.get(self.device)
+    call.device = devices.get(self.device or _placed_on(call.leaves))
     call.key = (call.treedef, avals, statics, call.device.name, tuple(settings.get(k) for k in CODEGEN_KNOBS))
     return call
 

@@ -167,18 +167,20 @@ def run_one(exe, inputs: list, group, pos: int) -> list:
     group.abort(pos, e)
     raise
 
-def run_on_devices(exe, inputs: list, group, names: list) -> list:
-  """Run `exe` on every device at once (inputs[d] on device names[d]); one list of output Buffers per device.
+def run_on_devices(exes: list, inputs: list, group, names: list) -> list:
+  """Run `exes[d]` on every device d at once (inputs[d] on device names[d]); one list of output Buffers per device.
   If a device fails, its own error is raised (the others only report that it failed)."""
   with _submit_lock:
-    futures = [worker(name).submit(run_one, exe, ins, group, pos) for pos, (name, ins) in enumerate(zip(names, inputs))]
+    futures = [worker(name).submit(run_one, exe, ins, group, pos)
+               for pos, (exe, name, ins) in enumerate(zip(exes, names, inputs))]
   results, errors = [], []
   for f in futures:
     try: results.append(f.result())
     except BaseException as e: errors.append(e)
   if errors: raise next((e for e in errors if not isinstance(e, PeerFailed)), errors[0])
-  for bufs, name in zip(results, names):
-    for b in bufs: b.device = name
+  for bufs, name in zip(results, names):   # host memory: one executable ran for every virtual device
+    for b in bufs:
+      if not isinstance(b, devices_mod.DeviceBuffer): b.device = name
   return results
 
 # ---------------------------------------------------------------- pmap
@@ -336,15 +338,18 @@ class PmapFunction:
     with batching.axis_frame(self.axis_name, size):
       jaxpr = tracing.trace_flat(flat_fun, per_device, self.name, paths, FIX)
     if closes_over_a_trace(jaxpr): return None
-    entry = self._cache[key] = _Entry(jaxpr, self._compile(jaxpr, devs[0]))
+    entry = self._cache[key] = _Entry(jaxpr, [self._compile(jaxpr, d) for d in devs])
     return entry
 
   def _compile(self, jaxpr, dev):
-    content = (jaxpr.key, dev.kind, settings.get('JAX_ENABLE_X64'))
+    """One executable per device kind where devices share the host's memory (virtual CPU devices), else one per
+    device (an OpenCL program and its buffers belong to one device's context)."""
+    backend = devices_mod.get(dev.name)
+    content = (jaxpr.key, dev.kind if backend.host_memory else dev.name, settings.get('JAX_ENABLE_X64'))
     exe = _executables.get(content)
     if exe is None:
       counters.add('pmap_compiles')
-      exe = _executables[content] = devices_mod.get(dev.name).compile_jaxpr(jaxpr)
+      exe = _executables[content] = backend.compile_jaxpr(jaxpr)
     return exe
 
   def _gather(self):
