@@ -195,6 +195,74 @@ def test_split_contraction_does_not_depend_on_the_thread_count(cpu):
       outs.append(np.asarray(tinyjx.jit(lambda a, b: a @ b)(a, b)))
   assert all((o == outs[0]).all() for o in outs)
 
+def _matmul_kernel(name: str, m: int, n: int, ks: tuple, dt=F32, slot: int = 0):
+  """The kernel of `a @ b.T` for a of shape (m, *ks) and b of shape (n, *ks) (slots slot, slot + 1; out slot + 2),
+  before optimize."""
+  from tinyjx.lower.index import build_kernel
+  a, b = P((m, *ks), dt, slot), P((n, *ks), dt, slot + 1)
+  full = (m, n, *ks)
+  ab = UOp(Ops.MUL, dt, (a.reshape((m, 1, *ks)).expand(full), b.reshape((1, n, *ks)).expand(full)))
+  out = ab.reduce(Ops.ADD, tuple(range(2, 2 + len(ks))))
+  return build_kernel(name, [out], {a: slot, b: slot + 1, out: slot + 2})
+
+def _planned(kernel, vector_bytes: int):
+  """The kernel optimized for a device of SIMD width `vector_bytes`, and its Matmul statement."""
+  import types
+  from tinyjx.lower.optimize import optimize
+  from tinyjx.lower.index import Matmul
+  k = optimize(kernel, {}, types.SimpleNamespace(vector_bytes=vector_bytes))
+  (mm,) = [s for s in k.body if isinstance(s, Matmul)]
+  return k, mm
+
+@pytest.mark.parametrize('vector_bytes', [32, 64])
+def test_the_matmul_plan_is_chosen_in_optimize_and_carried_on_the_statement(vector_bytes):
+  """Tiles follow the device's vector width (12 rows, two vectors of columns: what the C macros chose before the
+  plan existed); which side is whole, the chunks and the split follow the shape and do not depend on the width."""
+  F64 = dtypes.float64
+  cases = [((96, 130, (70,), F32), dict(x_panels=False, chunked=False, chunk=70, chunks=1, split_groups=0)),
+           ((3000, 20, (300,), F32), dict(x_panels=True, chunked=False, chunk=300, chunks=1, split_groups=0)),
+           ((200, 150, (1500,), F32), dict(x_panels=False, chunked=True, chunk=250, chunks=6, split_groups=0)),
+           ((200, 150, (10, 100), F64), dict(x_panels=False, chunked=True, chunk=2, chunks=5, split_groups=0)),
+           ((40, 20, (30000,), F32), dict(x_panels=False, chunked=True, chunk=255, chunks=118, split_groups=16))]
+  for (m, n, ks, dt), want in cases:
+    _, mm = _planned(_matmul_kernel("k0", m, n, ks, dt), vector_bytes)
+    assert (mm.plan.mr, mm.plan.nr, mm.plan.vector_bytes) == (12, 2 * vector_bytes // dt.itemsize, vector_bytes)
+    assert {f: getattr(mm.plan, f) for f in want} == want, (m, n, ks)
+
+def test_a_target_without_a_vector_width_gets_32_byte_tiles():
+  from tinyjx.lower.optimize import optimize
+  (mm,) = optimize(_matmul_kernel("k0", 96, 130, (70,)), {}).body
+  assert (mm.plan.mr, mm.plan.nr, mm.plan.vector_bytes) == (12, 16, 32)
+
+def test_matmul_plans_of_both_vector_widths_compile_into_one_unit_and_match_numpy(cpu):
+  """Each plan instantiates its own micro-kernel (once per translation unit, shared by kernels with the same
+  tiles); every path (whole x, x in panels, chunks, a split contraction) gives numpy's result at both widths."""
+  from tinyjx.lower.render import CRenderer
+  F64 = dtypes.float64
+  shapes = [(13, 1000, (9,), F32), (3000, 20, (300,), F32), (200, 150, (1500,), F32), (40, 20, (30000,), F64)]
+  kernels, cases = [], []
+  for vb in (32, 64):
+    for m, n, ks, dt in shapes:
+      k, mm = _planned(_matmul_kernel(f"k{len(kernels)}", m, n, ks, dt, slot=3 * len(kernels)), vb)
+      kernels.append(k)
+      cases.append((m, n, ks, dt, mm.plan))
+  assert len({c[-1] for c in cases}) == len(cases)
+  src = CRenderer().render(kernels, [list(range(len(kernels)))])
+  for inst in ("TJX_MICRO(float, tjx_vf32_32, f32_12x16, 12, 16)", "TJX_MICRO(float, tjx_vf32_64, f32_12x32, 12, 32)",
+               "TJX_MICRO(double, tjx_vf64_32, f64_12x8, 12, 8)", "TJX_MICRO(double, tjx_vf64_64, f64_12x16, 12, 16)"):
+    assert src.count(inst) == 1, inst
+  assert "TJX_MR" not in src and "TJX_NR" not in src and "TJX_VBYTES" not in src
+  rng, handles, wants = np.random.default_rng(7), {}, []
+  for i, (m, n, ks, dt, _) in enumerate(cases):
+    a, b = rng.standard_normal((m, *ks)).astype(dt.np), rng.standard_normal((n, *ks)).astype(dt.np)
+    handles.update({3 * i: a, 3 * i + 1: b, 3 * i + 2: np.zeros((m, n), dt.np)})
+    wants.append(a.reshape(m, -1).astype(np.float64) @ b.reshape(n, -1).T.astype(np.float64))
+  program = cpu.load(cpu.compile(src), "tjx_run_0")
+  cpu.launch(program, cpu.arguments(3 * len(cases), handles))
+  for i, (m, n, ks, dt, plan) in enumerate(cases):
+    tol = 1e-4 if dt is F32 else 1e-11
+    np.testing.assert_allclose(handles[3 * i + 2], wants[i], rtol=tol, atol=tol * np.sqrt(np.prod(ks)), err_msg=plan)
+
 def test_max_and_min_of_a_constant_over_an_empty_axis_is_the_identity(cpu):
   with tinyjx.Context(TINYJX_DEVICE='CPU'):
     assert tinyjx.jit(lambda x: jnp.all(x != 0))(jnp.zeros((0,))).item() is True
