@@ -15,6 +15,7 @@ KNOBS: dict = {
   'JAX_ENABLE_X64': (False, _bool),  # 64-bit types stay 64-bit instead of canonicalizing to 32-bit
   'TINYJX_DEVICE': ('', str),       # default device name ('' picks the best available)
   'TINYJX_CACHE_DIR': ('', str),    # compiled-kernel cache ('' means ~/.cache/tinyjx)
+  'TINYJX_CACHE_MAX_MB': (1024.0, float),  # bound on the kernel cache; least recently used entries go (0: none)
   'TINYJX_CPU_DEVICES': (1, int),   # number of virtual CPU devices
   'TINYJX_CL_PLATFORM': (0, int),   # which OpenCL platform (of those with devices) the CL device uses
   'TINYJX_COLLECTIVE_TIMEOUT': (120.0, float),  # seconds a collective waits for the other devices/processes

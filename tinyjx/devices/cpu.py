@@ -114,7 +114,9 @@ def cache_key(source: str, cc: str, flags: tuple) -> str:
   return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 def load_library(source: str) -> ctypes.CDLL:
-  """The shared library built from `source` (from memory, from the disk cache, or compiled now).
+  """The shared library built from `source` (from memory, from the disk cache, or compiled now). Threads of one
+  process take turns (`_lock`); processes compiling the same source take turns on the entry's lock, so it is built
+  once. A new entry can evict old ones (`diskcache.evict`), never a library this process has loaded.
 
   >>> load_library("int tjx_seven(void) { return 7; }").tjx_seven()
   7
@@ -124,15 +126,22 @@ def load_library(source: str) -> ctypes.CDLL:
   key = cache_key(source, cc, flags)
   if key in _loaded: return _loaded[key]
   with _lock:
-    d = diskcache.cache_dir()
-    so = os.path.join(d, key + '.so')
+    if key not in _loaded: _loaded[key] = _load_or_build(cc, flags, source, key)
+    return _loaded[key]
+
+def _load_or_build(cc: str, flags: tuple, source: str, key: str) -> ctypes.CDLL:
+  d = diskcache.cache_dir()
+  so = os.path.join(d, key + '.so')
+  lib = _load_checked(so)
+  if lib is not None: return lib
+  with diskcache.entry_lock(so):
+    lib = _load_checked(so)          # another process may have built it while this one waited for the lock
+    if lib is not None: return lib
+    _build(cc, flags, source, so)
     lib = _load_checked(so)
-    if lib is None:
-      _build(cc, flags, source, so)
-      lib = _load_checked(so)
-      if lib is None: raise CompileError(f"the library {so} was built but cannot be loaded")
-    _loaded[key] = lib
-    return lib
+  if lib is None: raise CompileError(f"the library {so} was built but cannot be loaded; remove it and run again")
+  diskcache.evict(d, keep=set(_loaded) | {key})
+  return lib
 
 def _load_checked(so: str):
   """The library at `so` if its checksum matches and it loads; None if it is absent, corrupt or unsafe."""
@@ -143,6 +152,7 @@ def _load_checked(so: str):
     return None
 
 def _build(cc: str, flags: tuple, source: str, so: str) -> None:
+  """Compile `source` into the cache entry `so` (the caller holds its `diskcache.entry_lock`)."""
   c_path = so[:-3] + '.c'
   diskcache.atomic_write(c_path, source.encode())
   fd, tmp = tempfile.mkstemp(dir=os.path.dirname(so), prefix='.tmp-', suffix='.so')
@@ -152,9 +162,7 @@ def _build(cc: str, flags: tuple, source: str, so: str) -> None:
     if res.returncode != 0:
       raise CompileError(f"the C compiler failed on generated kernel source ({c_path}):\n{res.stderr.strip()}\n"
                          f"command: {cc} {' '.join(flags)} {c_path} -o {so} -lm")
-    with open(tmp, 'rb') as f: digest = hashlib.sha256(f.read()).hexdigest()
-    os.replace(tmp, so)
-    diskcache.atomic_write(diskcache.checksum_path(so), digest.encode())
+    diskcache.install(tmp, so)
   finally:
     if os.path.exists(tmp): os.unlink(tmp)
 
