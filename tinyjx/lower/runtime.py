@@ -116,16 +116,19 @@ class Executable:
     self.offsets, self.arena_bytes = program.offsets, program.arena_bytes
     self.source = program.source
     self._lock = threading.Lock()
+    self._keep: list = []          # device copies of host constants, alive as long as the executable
     self._const_arrays = {s: np.ascontiguousarray(b.numpy()) for s, b in program.consts.items()}
     self._const_handles = {s: self._handle(a, self.slots[s].dtype) for s, a in self._const_arrays.items()}
     self._arena = device.allocate(self.arena_bytes) if self.arena_bytes <= KEEP_ARENA else None
     self._template = self._table(self._arena) if self._arena is not None else None
     for st in self.steps:
       if isinstance(st, KernelCall): st.program = device.load(binary, st.name)
-    self._timed = [st for st in self.steps if isinstance(st, KernelCall) and st.slots is not None]
-    if not self._timed:   # DEBUG=2 times each kernel: a loop-shaped program has an entry per kernel for that
-      self._timed = [KernelCall(f"tjx_kernel_{i}", [i], program=device.load(binary, f"tjx_kernel_{i}"))
-                     for i in range(len(self.kernels))]
+    # DEBUG=2 times each kernel: a grid program launches kernels one by one already; a loop-shaped one has an
+    # entry per kernel for that
+    self._timed = {st.kernels[0]: st for st in self.steps if isinstance(st, KernelCall) and st.slots is not None}
+    if not self._timed:
+      self._timed = {i: KernelCall(f"tjx_kernel_{i}", [i], program=device.load(binary, f"tjx_kernel_{i}"))
+                     for i in range(len(self.kernels))}
     self._ins = [(s, int(np.prod(self.slots[s].shape, dtype=np.int64)), self.slots[s]) for s in program.in_slots]
     self._outs = [(s, self.slots[s].nbytes) for s in program.out_slots]
     self._out_index = {s: i for i, s in enumerate(program.out_slots)}
@@ -135,7 +138,7 @@ class Executable:
     """Device memory holding `host`: the array itself where device memory is the host's, else a copy."""
     if self.device.host_memory: return host
     buf = self.device.from_numpy(host, dtype)
-    self._keep = getattr(self, '_keep', []) + [buf]
+    self._keep.append(buf)
     return buf.handle
 
   def _table(self, arena):
@@ -211,7 +214,7 @@ class Executable:
         if not dev.host_memory: frame.flush(st.writes)
         continue
       for i in st.kernels:
-        k, call = self.kernels[i], next(c for c in self._timed if c.kernels == [i])
+        k, call = self.kernels[i], self._timed[i]
         t0 = time.perf_counter()
         call.run(frame)
         dev.synchronize()
