@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools, itertools, math
 import tinyjx.numpy as jnp
 from tinyjx import random, custom_jvp, custom_vjp
+from tinyjx.lax_conv import window_view   # the sliding windows of a convolution, as one view
 
 __all__ = ['conv', 'conv_transpose', 'max_pool', 'avg_pool', 'max_pool1d', 'max_pool2d', 'avg_pool1d', 'avg_pool2d',
            'dropout', 'batch_norm', 'layer_norm', 'rms_norm', 'group_norm', 'flatten', 'cross_entropy']
@@ -55,25 +56,6 @@ def _windows(x, kernel: tuple, stride: tuple, dilation: tuple, out: tuple) -> li
     idx = tuple(slice(o * d, o * d + (n - 1) * s + 1, s) for o, d, n, s in zip(offset, dilation, out, stride))
     views.append(x[(slice(None), slice(None)) + idx])
   return views
-
-def _window_axis(x, axis: int, k: int, s: int, d: int, o: int):
-  """Axis `axis` of x (length i) becomes two axes (k, o) with y[a, b] = x[a*d + b*s], as views only: x is
-  repeated e times along a new axis and flattened, so row a of the (k, i + d) reshape starts a*(i + d) = a*i +
-  a*d elements in, i.e. at x[a*d]; the index arithmetic simplifies back to a*d + b*s (no remainder left)."""
-  i, pre, post = x.shape[axis], x.shape[:axis], x.shape[axis + 1:]
-  before = (slice(None),) * axis
-  if k == 1: return jnp.expand_dims(x[before + (slice(0, (o - 1) * s + 1, s),)], axis)
-  e = -(-k * (i + d) // i)
-  y = jnp.broadcast_to(jnp.expand_dims(x, axis), pre + (e, i) + post).reshape(pre + (e * i,) + post)
-  y = y[before + (slice(0, k * (i + d)),)].reshape(pre + (k, i + d) + post)
-  return y[before + (slice(None), slice(0, (o - 1) * s + 1, s))]
-
-def _window_view(x, kernel: tuple, stride: tuple, dilation: tuple, out: tuple):
-  """The sliding windows of x (N, C, *spatial) as one view of shape (N, C, *kernel, *out)."""
-  n = len(kernel)
-  for j, (k, s, d, o) in enumerate(zip(kernel, stride, dilation, out)):
-    x = _window_axis(x, 2 + 2 * j, k, s, d, o)                 # (N, C, K0, O0, ..., Kj, Oj, S(j+1), ...)
-  return x.transpose((0, 1) + tuple(2 + 2 * j for j in range(n)) + tuple(3 + 2 * j for j in range(n)))
 
 def _pad_spatial(x, pads: list, value=0.0):
   if all(p == (0, 0) for p in pads): return x
@@ -142,7 +124,7 @@ def _input_grad(g, w, shape: tuple, kernel, stride, dilation, groups):
 def _weight_grad(x, g, kernel, stride, dilation, out, groups):
   """d conv / d weight applied to g: the windows of x contracted with g over the batch and output positions."""
   (nb, c), o, n = x.shape[:2], g.shape[1], len(kernel)
-  cols = _window_view(x, kernel, stride, dilation, out)
+  cols = window_view(x, kernel, stride, dilation, out)
   ks, ls = 'hijk'[:n], 'pqrs'[:n]
   if groups == 1: return jnp.einsum(f'nc{ks}{ls},no{ls}->oc{ks}', cols, g)
   cols = cols.reshape((nb, groups, c // groups) + cols.shape[2:])
@@ -160,7 +142,7 @@ def _flip_weight(w, groups: int):
 def _contract(x, weight, kernel, stride, dilation, out, groups):
   """im2col: the windows stacked on a kernel axis, contracted over (channel, kernel offset) with the weight."""
   (nb, c), o, n = x.shape[:2], weight.shape[0], len(kernel)
-  cols = _window_view(x, kernel, stride, dilation, out)           # (N, C, *kernel, *out)
+  cols = window_view(x, kernel, stride, dilation, out)           # (N, C, *kernel, *out)
   ks, ls = 'hijk'[:n], 'pqrs'[:n]        # kernel and output axes stay apart: their loops index the view affinely
   if groups == 1: return jnp.einsum(f'nc{ks}{ls},oc{ks}->no{ls}', cols, weight)
   cols = cols.reshape((nb, groups, c // groups) + cols.shape[2:])

@@ -9,10 +9,19 @@ from __future__ import annotations
 import math
 import tinyjx.numpy as jnp
 from tinyjx import random
+from tinyjx.nn import initializers as jax_init
 
 __all__ = ['fans', 'zeros', 'ones', 'constant', 'uniform', 'normal', 'truncated_normal', 'variance_scaling',
            'glorot_uniform', 'glorot_normal', 'xavier_uniform', 'xavier_normal', 'lecun_uniform', 'lecun_normal',
            'he_uniform', 'he_normal', 'kaiming_uniform', 'kaiming_normal', 'bound_uniform']
+
+# zeros, ones, constant, uniform and normal do not depend on the layout: they are jax.nn.initializers' own.
+zeros, ones, constant = jax_init.zeros, jax_init.ones, jax_init.constant
+uniform, normal = jax_init.uniform, jax_init.normal
+
+def _layout_axes(ndim: int) -> tuple:
+  """(in_axis, out_axis) of the (out, in, *kernel) layout; below 2 dimensions every axis is receptive field."""
+  return (1, 0) if ndim >= 2 else ((), ())
 
 def fans(shape: tuple) -> tuple[int, int]:
   """(fan_in, fan_out) of a weight of `shape` in (out, in, *kernel) layout.
@@ -20,56 +29,29 @@ def fans(shape: tuple) -> tuple[int, int]:
   >>> fans((32, 16, 3, 3))
   (144, 288)
   """
-  if len(shape) == 0: return 1, 1
-  if len(shape) == 1: return shape[0], shape[0]
-  receptive = math.prod(shape[2:])
-  return shape[1] * receptive, shape[0] * receptive
-
-def zeros(key, shape, dtype=jnp.float32): return jnp.zeros(shape, dtype)
-def ones(key, shape, dtype=jnp.float32): return jnp.ones(shape, dtype)
-
-def constant(value: float):
-  """An initializer that fills with `value`."""
-  return lambda key, shape, dtype=jnp.float32: jnp.full(shape, value, dtype)
+  return jax_init.compute_fans(shape, *_layout_axes(len(shape)))
 
 def bound_uniform(bound: float):
   """U(-bound, bound)."""
   return lambda key, shape, dtype=jnp.float32: random.uniform(key, shape, dtype, -bound, bound)
 
-def uniform(scale: float = 1e-2):
-  """U(0, scale), as `jax.nn.initializers.uniform`."""
-  return lambda key, shape, dtype=jnp.float32: random.uniform(key, shape, dtype, 0.0, scale)
-
-def normal(stddev: float = 1e-2):
-  """N(0, stddev^2)."""
-  return lambda key, shape, dtype=jnp.float32: random.normal(key, shape, dtype) * stddev
-
 def truncated_normal(stddev: float = 1e-2, lower: float = -2.0, upper: float = 2.0):
   """N(0, stddev^2) truncated to [lower, upper] standard deviations."""
-  return lambda key, shape, dtype=jnp.float32: random.truncated_normal(key, lower, upper, shape, dtype) * stddev
+  return jax_init.truncated_normal(stddev, None, lower, upper)
 
 def variance_scaling(scale: float, mode: str, distribution: str):
   """Samples with variance scale / n, n = fan_in, fan_out or their mean (`mode`), from a 'uniform', 'normal' or
-  'truncated_normal' `distribution` (the truncated one corrected to keep that variance), as in JAX.
+  'truncated_normal' `distribution` (the truncated one corrected to keep that variance): JAX's variance_scaling
+  with this module's layout.
 
   >>> import tinyjx.random as random
   >>> w = variance_scaling(2.0, 'fan_in', 'normal')(random.PRNGKey(0), (256, 512))
   >>> round(float(w.std() ** 2 * 512), 1)
   2.0
   """
-  if mode not in ('fan_in', 'fan_out', 'fan_avg'):
-    raise ValueError(f"variance_scaling: mode must be 'fan_in', 'fan_out' or 'fan_avg', got {mode!r}")
-  def init(key, shape, dtype=jnp.float32):
-    fan_in, fan_out = fans(tuple(shape))
-    n = {'fan_in': fan_in, 'fan_out': fan_out, 'fan_avg': (fan_in + fan_out) / 2}[mode]
-    var = scale / max(n, 1)
-    if distribution == 'uniform': return random.uniform(key, shape, dtype, -math.sqrt(3 * var), math.sqrt(3 * var))
-    if distribution == 'normal': return random.normal(key, shape, dtype) * math.sqrt(var)
-    if distribution == 'truncated_normal':  # std of N(0,1) truncated to [-2, 2]
-      return random.truncated_normal(key, -2.0, 2.0, shape, dtype) * (math.sqrt(var) / 0.87962566103423978)
-    raise ValueError(f"variance_scaling: distribution must be 'uniform', 'normal' or 'truncated_normal', "
-                     f"got {distribution!r}")
-  return init
+  by_ndim = {big: jax_init.variance_scaling(scale, mode, distribution, *_layout_axes(2 if big else 0))
+             for big in (False, True)}
+  return lambda key, shape, dtype=jnp.float32: by_ndim[len(tuple(shape)) >= 2](key, shape, dtype)
 
 def glorot_uniform(): return variance_scaling(1.0, 'fan_avg', 'uniform')
 def glorot_normal(): return variance_scaling(1.0, 'fan_avg', 'truncated_normal')

@@ -2,6 +2,7 @@
 
     mpirun -n 2 python tests/mpi_worker.py checks OUT   # collectives, a data-parallel run, inconsistent shapes
     mpirun -n 2 python tests/mpi_worker.py die OUT      # process 1 dies before a collective; process 0 must not hang
+    mpirun -n 2 python tests/mpi_worker.py raise OUT    # process 1 raises before a collective; the job stops
 
 The test compares the reported values with numpy; nothing here decides whether the run passed.
 """
@@ -78,6 +79,10 @@ def main(mode: str, out_dir: str) -> None:
             'local_devices': [d.id for d in tinyjx.local_devices()]}
   if mode == 'die':
     if tinyjx.process_index() == 1: os._exit(3)
+    tinyjx.pmap(lambda x: lax.psum(x, 'i'), axis_name='i')(np.ones((report['local'], 2), np.float32))
+    report['survived'] = True
+  elif mode == 'raise':
+    if tinyjx.process_index() == 1: raise RuntimeError("process one fails before the collective")
     tinyjx.pmap(lambda x: lax.psum(x, 'i'), axis_name='i')(np.ones((report['local'], 2), np.float32))
     report['survived'] = True
   else:

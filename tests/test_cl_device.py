@@ -6,6 +6,7 @@ import os, subprocess, sys, textwrap
 import numpy as np
 import pytest
 import tinyjx
+import device_checks  # tests/ is on the path under pytest
 import tinyjx.numpy as jnp
 from tinyjx import devices, lax, nn
 from tinyjx.devices import cl
@@ -54,16 +55,7 @@ def test_jit_on_cl_matches_the_reference(name):
     np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, atol=1e-6, err_msg=name)
 
 def test_devices_by_kind_and_results_stay_on_the_device():
-  cls = tinyjx.devices('cl')
-  assert cls and cls[0].platform == 'cl' and repr(cls[0]) == 'ClDevice(id=0)'
-  x = tinyjx.device_put(np.arange(4, dtype=np.float32), cls[0])
-  y = tinyjx.jit(lambda v: v * 2)(x)
-  assert x.device == cls[0] and y.device == cls[0]
-  assert isinstance(tinyjx.array.buffers[y.uop.arg[0]], devices.DeviceBuffer)   # not copied back until read
-  back = tinyjx.device_put(y, 'CPU')
-  assert back.device.platform == 'cpu' and np.asarray(back).tolist() == [0, 2, 4, 6]
-  mixed = np.asarray(x + back)                      # arrays of two devices in one computation: moved, not an error
-  assert mixed.tolist() == [0, 3, 6, 9]
+  device_checks.results_stay_on_the_device('cl', 'ClDevice')
 
 def test_eager_code_runs_on_cl():
   with tinyjx.Context(TINYJX_DEVICE='CL', TINYJX_EAGER_COMPILE_MS=0):

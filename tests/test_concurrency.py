@@ -110,3 +110,16 @@ def test_pmap_from_many_user_threads_does_not_deadlock(cpu):
   env = dict(os.environ, PYTHONPATH=os.getcwd(), TINYJX_COLLECTIVE_TIMEOUT='30')
   r = subprocess.run([sys.executable, '-c', PMAP], env=env, capture_output=True, text=True, timeout=90)
   assert r.returncode == 0 and r.stdout.strip() == 'ok', r.stdout + r.stderr
+
+def test_pmap_worker_threads_see_the_callers_context(cpu, eight_devices, capsys):
+  """The per-device threads act under the settings of the thread that called pmap (here DEBUG=2's kernel timing)."""
+  f = tinyjx.pmap(lambda x: lax.psum(jnp.sin(x), 'i'), axis_name='i')
+  x = np.ones((8, 3), np.float32)
+  f(x)
+  capsys.readouterr()
+  with tinyjx.Context(DEBUG=2):
+    np.testing.assert_allclose(np.asarray(f(x)), np.full((8, 3), 8 * np.sin(1.0)), rtol=1e-6)
+  timed = [l for l in capsys.readouterr().out.splitlines() if l.startswith('***') and 'sin' in l]
+  assert len(timed) >= 1, timed
+  f(x)
+  assert not [l for l in capsys.readouterr().out.splitlines() if l.startswith('***')]   # and not after the block

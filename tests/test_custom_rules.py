@@ -98,8 +98,10 @@ def test_custom_vjp_fwd_errors_and_missing_rule():
   with pytest.raises(TypeError, match=r"pair \(output, residuals\)"):
     tinyjx.grad(f)(1.0)
   f.defvjp(lambda x: ((x, x), None), lambda r, g: (g,))
-  with pytest.raises(TypeError, match="output first"):
+  with pytest.raises(TypeError, match="one scalar array"):   # as in JAX, grad runs fwd and not f: its pair is the output
     tinyjx.grad(f)(1.0)
+  with pytest.raises(TypeError, match="output first"):       # f was traced by jit: fwd must match its output
+    tinyjx.grad(tinyjx.jit(f))(1.0)
 
 def test_custom_vjp_closing_over_a_differentiated_value_is_an_error():
   def outer(w):

@@ -1,5 +1,5 @@
-"""Differential tests: the same programs on each compiled device (CPU, and CL where OpenCL is installed) and on the
-PYTHON reference device.
+"""Differential tests: the same programs on each compiled device (CPU, CL where OpenCL is installed, CUDA where a GPU
+is) and on the PYTHON reference device.
 
 Every elementwise op of `python_rules` on every dtype it accepts (with edge values: zeros of both signs,
 infinities, NaN, subnormals, integer extremes), every cast between dtypes, reductions, scans, sorts,
@@ -52,8 +52,18 @@ def opencl_missing() -> str:
   except Exception as e:   # no library, no platform
     return f"no OpenCL: {e}"
 
-COMPILED_DEVICES = [pytest.param('CPU'), pytest.param('CL', marks=pytest.mark.skipif(
-  bool(opencl_missing()), reason=opencl_missing() or "OpenCL available"))]
+def cuda_missing() -> str:
+  try:
+    from tinyjx.devices import cuda
+    return "" if cuda.available() else "no CUDA: no NVIDIA GPU with a driver and NVRTC"
+  except Exception as e:
+    return f"no CUDA: {e}"
+
+COMPILED_DEVICES = [pytest.param('CPU'),
+                    pytest.param('CL', marks=pytest.mark.skipif(bool(opencl_missing()),
+                                                                reason=opencl_missing() or "OpenCL available")),
+                    pytest.param('CUDA', marks=pytest.mark.skipif(bool(cuda_missing()),
+                                                                  reason=cuda_missing() or "CUDA available"))]
 
 @pytest.fixture(params=COMPILED_DEVICES)
 def compiled(request, cpu):

@@ -2,7 +2,7 @@
 the global device list, psum, pmax, all_gather, psum_scatter, ppermute, axis_index and a gradient through psum
 across processes, the data-parallel example against single-device training, an inconsistent shape that every
 process reports, and a process that dies without the others hanging. Skipped where mpirun or mpi4py is absent."""
-import json, os, shutil, subprocess, sys
+import json, os, re, shutil, subprocess, sys, time
 import numpy as np
 import pytest
 
@@ -101,5 +101,19 @@ def test_inconsistent_shapes_fail_on_every_process(checks):
     assert "process 0: " in r['mismatch'] and "x: f32[3]" in r['mismatch'] and "x: f32[4]" in r['mismatch']
 
 def test_a_dead_process_stops_the_job(tmp_path):
+  t0 = time.monotonic()
   done, reports = mpirun('die', tmp_path, timeout=120, TINYJX_COLLECTIVE_TIMEOUT='30', TINYJX_DEVICE='PYTHON')
   assert done.returncode != 0 and reports == {}
+  out = done.stdout + done.stderr
+  # the launcher stops process 0 and names the one that died: OpenMPI writes its name as [[job,1],rank]
+  assert re.search(r"rank 1\b|\[\[\d+,\d+\],1\]", out), out[-2000:]
+  assert time.monotonic() - t0 < 60   # well before the collective's own timeout would have fired twice
+
+def test_a_process_that_raises_stops_every_process(tmp_path):
+  t0 = time.monotonic()
+  done, reports = mpirun('raise', tmp_path, timeout=120, TINYJX_COLLECTIVE_TIMEOUT='30', TINYJX_DEVICE='PYTHON')
+  out = done.stdout + done.stderr
+  assert done.returncode != 0 and reports == {}, out[-3000:]
+  assert "process 1 raised RuntimeError; aborting the MPI job" in out, out[-3000:]
+  assert "process one fails before the collective" in out
+  assert time.monotonic() - t0 < 60

@@ -283,7 +283,7 @@ def test_repeat(x, data):
   n = x.size if axis is None else x.shape[axis]
   counts = data.draw(hnp.arrays(np.int32, (n,), elements=st.integers(0, 3)))
   same(jnp.repeat(jnp.asarray(x), jnp.asarray(counts), axis=axis), np.repeat(x, counts, axis=axis))
-  same(jnp.asarray(x).repeat(list(counts), axis=axis), np.repeat(x, counts, axis=axis))
+  same(jnp.asarray(x).repeat(jnp.asarray(counts), axis=axis), np.repeat(x, counts, axis=axis))
 
 def test_repeat_total_length_and_errors():
   assert jnp.repeat(jnp.arange(3), jnp.asarray([1, 2, 0]), total_repeat_length=5).tolist() == [0, 1, 1, 1, 1]

@@ -9,6 +9,7 @@ from tinyjx.array import Array, ConcretizationError, UnexpectedTracerError  # no
 from tinyjx import devices as _devices  # noqa: F401  (registers the realize hook)
 from tinyjx import lower as _lower  # noqa: F401  (registers the lowering pipeline that compiled devices run on)
 from tinyjx import tree_util  # noqa: F401
+from tinyjx import tree  # noqa: F401
 from tinyjx import numpy  # noqa: F401
 from tinyjx import lax, nn  # noqa: F401
 from tinyjx import random  # noqa: F401

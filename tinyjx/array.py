@@ -74,6 +74,8 @@ def buffer_uop(buf: Buffer) -> UOp:
 
 # Registered by the device layer: realize_hook(list of concrete UOps, device name or None) -> list of Buffers.
 realize_hook = None
+# Set by tinyjx.devices.nans while jax_debug_nans/infs is on: nan_hook(graphs, buffers) raises on a bad value.
+nan_hook = None
 realized_cache: 'weakref.WeakKeyDictionary[UOp, UOp]' = weakref.WeakKeyDictionary()
 
 def strip_tags(roots: list[UOp]) -> list[UOp]:
@@ -93,6 +95,7 @@ def realize_uops(uops: list[UOp], operation: str = "computing a value", device=N
     if u in realized_cache: out[i] = realized_cache[u]
   if todo:
     bufs = realize_hook(strip_tags([uops[i] for i in todo]), device)
+    if nan_hook is not None: nan_hook([uops[i] for i in todo], bufs)
     for i, b in zip(todo, bufs):
       out[i] = buffer_uop(b)
       # a graph of constants only (arange, full) is computed on whatever device is the default then: caching it

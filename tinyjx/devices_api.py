@@ -70,7 +70,7 @@ def kind_of(backend=None) -> str:
 
 def local_device_count(backend=None) -> int:
   """The number of devices of this process: for CPU and PYTHON the virtual devices of TINYJX_CPU_DEVICES (fixed by
-  `distributed.initialize()`), for CL the OpenCL devices of the platform.
+  `distributed.initialize()`), for CL the OpenCL devices of the platform, for CUDA the driver's GPUs.
 
   >>> import tinyjx
   >>> tinyjx.local_device_count() >= 1

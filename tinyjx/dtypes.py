@@ -10,8 +10,32 @@ import functools
 import numpy as np
 from tinyjx import settings as config
 
-class DType:
-  """One scalar type. `name` is numpy's name; `kind` is 'b', 'i', 'u' or 'f'."""
+class _DTypeMeta(type):
+  """`jnp.dtype(x)` (this class called with one argument) converts `x` to a DType, like `np.dtype`: unsupported
+  types are an error and 64-bit types are kept (canonicalization happens where a dtype is used)."""
+  def __call__(cls, *args, **kwargs):
+    if len(args) == 1 and not kwargs: return _exact_dtype(args[0], 'dtype')[0]
+    return super().__call__(*args, **kwargs)
+
+# `jnp.float32(x)` calls the DType: the numpy layer registers how it makes the array, since this module may not
+# import it. `(value, DType) -> Array`.
+_scalar_constructor = None
+
+def register_scalar_constructor(fn) -> None:
+  """Called once by tinyjx.numpy: `fn(value, dtype)` is what `jnp.float32(value)` returns."""
+  global _scalar_constructor
+  _scalar_constructor = fn
+
+class DType(metaclass=_DTypeMeta):
+  """One scalar type. `name` is numpy's name; `kind` is 'b', 'i', 'u' or 'f'.
+
+  A DType is also the scalar type of JAX's numpy: calling it converts a value to an array of that type (0-d for a
+  scalar), so `jnp.float32(1)`, `jnp.int32(x)` and `jnp.float32([1, 2])` work, and it remains a dtype everywhere.
+
+  >>> import tinyjx.numpy as jnp
+  >>> jnp.int32(3.7), jnp.float32([1, 2]).shape, jnp.dtype('float32') is jnp.float32
+  (Array(3, dtype=int32), (2,), True)
+  """
   __slots__ = ('name', 'itemsize', 'kind', 'np', 'short')
   def __init__(self, name: str, itemsize: int, kind: str, npdt, short: str):
     self.name, self.itemsize, self.kind, self.np, self.short = name, itemsize, kind, np.dtype(npdt), short
@@ -22,6 +46,9 @@ class DType:
   def dtype(self): return self.np
   @property
   def type(self): return self.np.type
+  def __call__(self, x):
+    if _scalar_constructor is None: raise RuntimeError(f"import tinyjx.numpy before calling {self.name}(...)")
+    return _scalar_constructor(x, self)
 
 def _by_name(name): return NAMES[name]
 

@@ -317,6 +317,51 @@ def cummin(operand, axis: int = 0, reverse: bool = False) -> Array:
   return _cumulative(Ops.MIN, operand, axis, reverse)
 
 # --- contractions ---
+class Precision(enum.Enum):
+  """How precisely a contraction (dot, matmul, einsum, conv) should compute, as `jax.lax.Precision`.
+
+  The string forms name the same values: 'default' and 'bfloat16' (and 'fastest') are DEFAULT, 'high',
+  'tensorfloat32' and 'bfloat16_3x' are HIGH, 'highest' and 'float32' are HIGHEST. `precision=` also takes a pair,
+  one value for each operand. tinyjx's devices compute float32 contractions in full float32 at every precision
+  (what HIGHEST asks for); the argument is checked and kept for JAX code that passes it.
+
+  >>> Precision('highest'), Precision('bfloat16'), str(Precision.HIGH)
+  (<Precision.HIGHEST: 2>, <Precision.DEFAULT: 0>, 'HIGH')
+  """
+  DEFAULT = 0
+  HIGH = 1
+  HIGHEST = 2
+
+  @classmethod
+  def _missing_(cls, value):
+    return cls[_PRECISION_NAMES[value]] if isinstance(value, str) and value in _PRECISION_NAMES else None
+
+  def __str__(self): return self.name
+
+_PRECISION_NAMES = {'default': 'DEFAULT', 'bfloat16': 'DEFAULT', 'fastest': 'DEFAULT', 'high': 'HIGH',
+                    'tensorfloat32': 'HIGH', 'bfloat16_3x': 'HIGH', 'highest': 'HIGHEST', 'float32': 'HIGHEST'}
+
+def canonicalize_precision(precision, fn: str = 'dot') -> tuple | None:
+  """`precision=` of `fn` as None or a pair of Precisions (one per operand); a bad value is a ValueError.
+
+  >>> canonicalize_precision('high', 'matmul')
+  (<Precision.HIGH: 1>, <Precision.HIGH: 1>)
+  """
+  if precision is None: return None
+  if isinstance(precision, (str, Precision)): return (_one_precision(precision, fn),) * 2
+  if isinstance(precision, (tuple, list)) and len(precision) == 2 and builtins.all(p is not None for p in precision):
+    return tuple(_one_precision(p, fn) for p in precision)
+  raise ValueError(_precision_message(precision, fn))
+
+def _one_precision(p, fn: str) -> Precision:
+  if isinstance(p, Precision): return p
+  if isinstance(p, str) and p in _PRECISION_NAMES: return Precision(p)
+  raise ValueError(_precision_message(p, fn))
+
+def _precision_message(bad, fn: str) -> str:
+  return (f"{fn}: precision={bad!r} is not a valid precision. Pass None, a lax.Precision (DEFAULT, HIGH, HIGHEST), "
+          f"one of the strings {sorted(_PRECISION_NAMES)} (lower case), or a pair of those, one per operand.")
+
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None, out_sharding=None) -> Array:
   """General contraction: dimension_numbers = ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch)).
 
@@ -327,6 +372,7 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
   >>> lax.dot_general(jnp.ones((2, 3)), jnp.ones((3, 4)), (((1,), (0,)), ((), ()))).shape
   (2, 4)
   """
+  canonicalize_precision(precision, 'lax.dot_general')
   a, b = asarray(lhs), asarray(rhs)
   if preferred_element_type is not None:
     a, b = core.astype(a, preferred_element_type), core.astype(b, preferred_element_type)
@@ -347,6 +393,7 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
 
 def dot(lhs, rhs, precision=None, preferred_element_type=None) -> Array:
   """Contract lhs's last axis with rhs's first (vector-vector, matrix-vector, matrix-matrix products)."""
+  canonicalize_precision(precision, 'lax.dot')
   a, b = asarray(lhs), asarray(rhs)
   if a.ndim == 0 or b.ndim == 0:
     raise TypeError(f"lax.dot needs arrays of at least 1 dimension, got shapes {a.shape} and {b.shape}")
@@ -566,3 +613,5 @@ from tinyjx.transforms.control_flow import (  # noqa: E402,F401
   dynamic_slice_in_dim, dynamic_update_index_in_dim, dynamic_update_slice_in_dim)
 from tinyjx.collectives import (  # noqa: E402,F401
   psum, pmean, pmax, pmin, all_gather, psum_scatter, ppermute, pshuffle, all_to_all, axis_index, axis_size)
+from tinyjx.lax_conv import *  # noqa: E402,F401,F403  (convolutions and reduce_window)
+from tinyjx import lax_linalg as linalg  # noqa: E402,F401  (lax.linalg: the factorizations, built on the loops above)

@@ -3,6 +3,12 @@
 `get(name)` reads the innermost `Context` that set the knob, else the environment variable of the same
 name, else the default below. `Context(DEBUG=2)` is a `with` block; `set(name, value)` changes the
 process-wide value (what `jax.config.update` does). This module imports nothing else of tinyjx.
+
+The environment is read once per knob (the first time it is asked for), as JAX reads its flags once: a knob
+read costs a few dictionary look-ups, cheap enough for every jit call. `reload_environment()` forgets what
+was read. A layer that must react when a knob changes (the NaN checker installs its hooks only while it is
+on) registers a function in `watchers[name]`; it runs after every `set` and `Context` enter or exit that
+touches that knob.
 """
 from __future__ import annotations
 import contextlib, os, threading
@@ -21,40 +27,61 @@ KNOBS: dict = {
   'TINYJX_COLLECTIVE_TIMEOUT': (120.0, float),  # seconds a collective waits for the other devices/processes
   'TINYJX_THREADS': (0, int),       # OpenMP threads for CPU kernels (0: the cores other processes leave idle)
   'TINYJX_EAGER_COMPILE_MS': (50.0, float),  # interpreter time after which an eager program is compiled (0: at once)
+  'JAX_DEBUG_NANS': (False, _bool),  # raise FloatingPointError naming the first equation that made a NaN
+  'JAX_DEBUG_INFS': (False, _bool),  # the same for +-inf
 }
 _process: dict = {}
-_local = threading.local()
+class _Local(threading.local):
+  def __init__(self): self.stack = []   # runs once in each thread that touches it
+_local = _Local()
 
-def _stack() -> list:
-  try:
-    return _local.stack
-  except AttributeError:
-    _local.stack = []
-    return _local.stack
+def _stack() -> list: return _local.stack
 
-_parsed: dict = {}   # (name, raw environment string) -> parsed value, so a read costs two dict lookups
+_from_env: dict = {}   # name -> the value the environment (or the default) gave, read once
+watchers: dict = {}    # name -> [function()] run after the knob changes (set, Context enter and exit)
 
 def get(name: str):
   """The current value of knob `name`: innermost Context, then process setting, then environment, then default."""
-  stack = _stack()
-  for frame in reversed(stack):
-    if name in frame: return frame[name]
+  stack = _local.stack
+  if stack:
+    for frame in reversed(stack):
+      if name in frame: return frame[name]
   if name in _process: return _process[name]
+  try:
+    return _from_env[name]
+  except KeyError:
+    return _read_env(name)
+
+def _read_env(name: str):
+  default, parse = KNOBS[name]
   env = os.environ.get(name)
-  key = (name, env)
-  if key not in _parsed:
-    default, parse = KNOBS[name]
-    _parsed[key] = default if env is None else parse(env)
-  return _parsed[key]
+  _from_env[name] = default if env is None else parse(env)
+  return _from_env[name]
+
+def reload_environment() -> None:
+  """Read every knob's environment variable again at its next use (after changing os.environ in-process)."""
+  _from_env.clear()
+  for name in list(watchers): _notify(name)
 
 def set(name: str, value) -> None:  # noqa: A001 - mirrors jax.config.update
   """Set knob `name` for the whole process (like `jax.config.update(name, value)`)."""
   _check(name)
   _process[name] = value
+  _notify(name)
+
+def _notify(name: str) -> None:
+  for fn in watchers.get(name, ()): fn()
 
 def _check(name):
   if name not in KNOBS:
     raise KeyError(f"unknown tinyjx setting {name!r}; known settings: {', '.join(sorted(KNOBS))}")
+
+def scoped() -> dict:
+  """The knobs this thread's open Contexts set (innermost wins): what a worker thread needs to act for this one,
+  with `Context(**scoped())`."""
+  out: dict = {}
+  for frame in _local.stack: out.update(frame)
+  return out
 
 class Context(contextlib.ContextDecorator):
   """Scoped settings: `with tinyjx.Context(DEBUG=2): ...` (also usable as a decorator)."""
@@ -63,10 +90,15 @@ class Context(contextlib.ContextDecorator):
     self.kwargs = kwargs
   def __enter__(self):
     _stack().append(self.kwargs)
+    self._tell()
     return self
   def __exit__(self, *exc):
     _stack().pop()
+    self._tell()
     return False
+  def _tell(self):
+    if watchers:
+      for k in self.kwargs: _notify(k)
 
 class _Config:
   """`tinyjx.config.update('jax_enable_x64', True)`, as in JAX."""

@@ -53,7 +53,7 @@ def aval_of(x, path: str = "argument") -> tuple:
   if isinstance(x, Array): return x.aval
   if isinstance(x, (bool, int, float, np.bool_)) and not isinstance(x, np.ndarray):
     if isinstance(x, (np.number, np.bool_)): return ((), dtypes.to_dtype(np.asarray(x).dtype), False)
-    return ((), dtypes.python_scalar_dtype(x), True)
+    return ((), dtypes.python_scalar_dtype(x), not isinstance(x, bool))   # Python bool is not weak, as in JAX
   if isinstance(x, (np.ndarray, np.number)): return (tuple(x.shape), dtypes.to_dtype(x.dtype, path), False)
   raise TypeError(f"{path}: {type(x).__name__} is not a valid array argument; pass a tinyjx Array, a numpy array "
                   "or a Python scalar (or mark it static with static_argnums/static_argnames)")

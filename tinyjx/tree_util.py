@@ -12,14 +12,15 @@ come out in a fixed order (sequence order, sorted dict keys, namedtuple and data
 imports nothing else of tinyjx.
 """
 from __future__ import annotations
-import collections, dataclasses, functools
+import collections, copy, dataclasses, functools
 from typing import Any, Callable, Iterable
 
 __all__ = [
   'PyTreeDef', 'SequenceKey', 'DictKey', 'GetAttrKey', 'FlattenedIndexKey', 'Partial', 'all_leaves', 'keystr',
   'register_dataclass', 'register_pytree_node', 'register_pytree_node_class', 'register_pytree_with_keys',
-  'tree_all', 'tree_flatten', 'tree_flatten_with_path', 'tree_leaves', 'tree_leaves_with_path', 'tree_map',
-  'tree_map_with_path', 'tree_reduce', 'tree_structure', 'tree_transpose', 'tree_unflatten', 'treedef_is_leaf',
+  'tree_all', 'tree_broadcast', 'tree_flatten', 'tree_flatten_with_path', 'tree_leaves', 'tree_leaves_with_path',
+  'tree_map', 'tree_map_with_path', 'tree_reduce', 'tree_reduce_associative', 'tree_structure', 'tree_transpose',
+  'tree_unflatten', 'treedef_children', 'treedef_is_leaf', 'treedef_tuple',
 ]
 
 # ---------------------------------------------------------------- keys: one entry of a path from the root to a leaf
@@ -212,7 +213,8 @@ _registry[collections.defaultdict] = _Node(collections.defaultdict, _defaultdict
 class PyTreeDef:
   """The structure of a pytree: node types, static aux data (dict keys, custom metadata) and where the leaves go.
 
-  Immutable, hashable and compared with `==` by structure and aux data, so it can key caches (jit keys on it).
+  Immutable, hashable and compared with `==` by structure and aux data, so it can key caches (jit keys on it). Aux
+  data need not be hashable: an unhashable value (a dict, a list) is hashed through a frozen copy.
   Get one from `tree_flatten` or `tree_structure`, never by calling this class.
 
   >>> leaves, treedef = tree_flatten((1, {'a': 2}))
@@ -275,23 +277,61 @@ class PyTreeDef:
   def __eq__(self, other):
     if self is other: return True
     if not isinstance(other, PyTreeDef): return NotImplemented
-    return (self._node is other._node and len(self._kids) == len(other._kids) and bool(self._aux == other._aux)
+    return (self._node is other._node and len(self._kids) == len(other._kids) and _aux_equal(self._aux, other._aux)
             and self._kids == other._kids)
 
   def __hash__(self):
-    if self._hash is None: self._hash = hash((self._node and self._node.kind, hash(self._kids), _aux_hash(self)))
+    if self._hash is None: self._hash = hash((self._node and self._node.kind, hash(self._kids), _aux_hash(self._aux)))
     return self._hash
+
+  def detached(self) -> PyTreeDef:
+    """tinyjx only: this structure with its unhashable aux data (dicts, lists, sets) deep-copied, for cache keys.
+
+    A cache keyed on a treedef keeps it; if the aux data is a dict the caller later mutates in place, the stored key
+    would change with it and match the wrong calls. Hashable aux data is shared (it is immutable by contract), so
+    this returns `self` when every aux value is hashable.
+
+    >>> td = tree_structure({'a': 1})
+    >>> td.detached() is td
+    True
+    """
+    kids = tuple([k.detached() for k in self._kids])
+    aux = self._aux if _hashable(self._aux) else _deep_copy(self._aux)
+    if aux is self._aux and all(a is b for a, b in zip(kids, self._kids)): return self
+    return PyTreeDef(self._node, aux, kids)
 
   def __repr__(self): return f'PyTreeDef({_show(self)})'
 
 _LEAF = PyTreeDef(None, None, ())  # every leaf position shares this one
 
-def _aux_hash(td: PyTreeDef) -> int:
-  try: return hash(td._aux)
-  except TypeError as e:
-    raise TypeError(f'a PyTreeDef with a {_type_name(td._node.kind)} node cannot be hashed: its aux data '
-                    f'{td._aux!r} is unhashable ({e}). Make the flatten function return hashable aux data, e.g. '
-                    f'a tuple instead of a list.') from None
+# Aux data need not be hashable (JAX accepts a dict, say): treedefs compare aux data with `==` and hash a frozen copy
+# of it, in which equal values hash alike (a set and the equal frozenset, a list and the equal tuple, a dict and the
+# frozenset of its items). A value that cannot be frozen hashes by its type alone: still correct, since `==` decides.
+
+def _hashable(x) -> bool:
+  try: hash(x)
+  except TypeError: return False
+  return True
+
+def _freeze(x):
+  if _hashable(x): return x
+  if isinstance(x, dict): return frozenset((k, _freeze(v)) for k, v in x.items())
+  if isinstance(x, (set, frozenset)): return frozenset(x)
+  if isinstance(x, (list, tuple)): return tuple([_freeze(v) for v in x])
+  return type(x)
+
+def _aux_hash(aux) -> int:
+  try: return hash(aux)
+  except TypeError: return hash(_freeze(aux))
+
+def _aux_equal(a, b) -> bool:
+  """`a == b` as a bool; aux data whose `==` is not a bool (numpy arrays) is equal only to itself."""
+  try: return bool(a == b)
+  except (TypeError, ValueError): return a is b
+
+def _deep_copy(x):
+  try: return copy.deepcopy(x)
+  except Exception: return x   # an aux value that cannot be copied is shared, as JAX shares all of them
 
 def _show(td: PyTreeDef) -> str:
   if td._node is None: return '*'
@@ -378,32 +418,58 @@ def all_leaves(iterable: Iterable, is_leaf: Callable[[Any], bool] | None = None)
 
 # ---------------------------------------------------------------- key paths
 
-def _flatten_path(x, path: tuple, out: list, is_leaf) -> PyTreeDef:
-  node = None if is_leaf is not None and is_leaf(x) else _node_of(type(x))
+def _flatten_path(x, path: tuple, out: list, is_leaf, takes_path: bool) -> PyTreeDef:
+  stop = is_leaf is not None and (is_leaf(path, x) if takes_path else is_leaf(x))
+  node = None if stop else _node_of(type(x))
   if node is None:
     out.append((path, x))
     return _LEAF
   pairs, aux = node.keyed(x)
-  return PyTreeDef(node, aux, tuple([_flatten_path(c, path + (k,), out, is_leaf) for k, c in pairs]))
+  return PyTreeDef(node, aux, tuple([_flatten_path(c, path + (k,), out, is_leaf, takes_path) for k, c in pairs]))
 
-def tree_flatten_with_path(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> tuple[list, PyTreeDef]:
+def tree_flatten_with_path(tree: Any, is_leaf: Callable[..., bool] | None = None,
+                           is_leaf_takes_path: bool = False) -> tuple[list, PyTreeDef]:
   """Like `tree_flatten`, but each leaf comes as (path, leaf); a path is a tuple of keys (see `keystr`).
+
+  With `is_leaf_takes_path=True`, `is_leaf` is called as `is_leaf(path, x)`.
 
   >>> pairs, _ = tree_flatten_with_path({'a': [1, 2]})
   >>> [(keystr(p), x) for p, x in pairs]
   [("['a'][0]", 1), ("['a'][1]", 2)]
   """
   out: list = []
-  treedef = _flatten_path(tree, (), out, is_leaf)
+  treedef = _flatten_path(tree, (), out, is_leaf, is_leaf_takes_path)
   return out, treedef
 
-def tree_leaves_with_path(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> list:
+def tree_leaves_with_path(tree: Any, is_leaf: Callable[..., bool] | None = None,
+                          is_leaf_takes_path: bool = False) -> list:
   """The (path, leaf) pairs of `tree_flatten_with_path`.
 
   >>> tree_leaves_with_path((1, {'b': 2}))
   [((SequenceKey(idx=0),), 1), ((SequenceKey(idx=1), DictKey(key='b')), 2)]
   """
-  return tree_flatten_with_path(tree, is_leaf)[0]
+  return tree_flatten_with_path(tree, is_leaf, is_leaf_takes_path)[0]
+
+def treedef_children(treedef: PyTreeDef) -> list:
+  """The PyTreeDefs of the root's children.
+
+  >>> treedef_children(tree_structure((1, [2, 3])))
+  [PyTreeDef(*), PyTreeDef([*, *])]
+  """
+  return treedef.children()
+
+def treedef_tuple(treedefs: Iterable[PyTreeDef]) -> PyTreeDef:
+  """The structure of a tuple whose children have the structures `treedefs`.
+
+  >>> treedef_tuple([tree_structure(1), tree_structure([1, 2])])
+  PyTreeDef((*, [*, *]))
+  """
+  treedefs = tuple(treedefs)
+  for i, td in enumerate(treedefs):
+    if not isinstance(td, PyTreeDef):
+      raise TypeError(f'treedef_tuple: element {i} is a {type(td).__name__}, not a PyTreeDef; pass the treedefs that '
+                      f'tree_structure returns.')
+  return PyTreeDef(_registry[tuple], None, treedefs)
 
 # ---------------------------------------------------------------- flatten_up_to, with errors that say where
 
@@ -430,7 +496,7 @@ def _up_to(td: PyTreeDef, x, out: list) -> None:
     return
   if _node_of(type(x)) is not node: raise _Mismatch(f'expected {_node_name(node)}, got {_describe(x)}')
   kids, aux = node.flatten(x)
-  if not aux == td._aux:
+  if not _aux_equal(aux, td._aux):
     data = 'keys' if node.kind in (dict, collections.OrderedDict) else 'aux data'
     raise _Mismatch(f'expected {_node_name(node)} with {data} {td._aux!r}, got {aux!r}')
   kids = list(kids)
@@ -480,15 +546,26 @@ def tree_map(f: Callable, tree: Any, *rest: Any, is_leaf: Callable[[Any], bool] 
   others = _rest_leaves(treedef, rest, 'tree_map')
   return _build(treedef, iter([f(*xs) for xs in zip(leaves, *others)]))
 
-def tree_map_with_path(f: Callable, tree: Any, *rest: Any, is_leaf: Callable[[Any], bool] | None = None) -> Any:
+def tree_map_with_path(f: Callable, tree: Any, *rest: Any, is_leaf: Callable[..., bool] | None = None,
+                       is_leaf_takes_path: bool = False) -> Any:
   """Like `tree_map`, but calls `f(path, x, *ys)` with the key path of each leaf `x` of `tree`.
 
   >>> tree_map_with_path(lambda p, x: f'{keystr(p)}={x}', {'a': [1]})
   {'a': ["['a'][0]=1"]}
   """
-  pairs, treedef = tree_flatten_with_path(tree, is_leaf)
+  pairs, treedef = tree_flatten_with_path(tree, is_leaf, is_leaf_takes_path)
   others = _rest_leaves(treedef, rest, 'tree_map_with_path')
   return _build(treedef, iter([f(p, x, *ys) for (p, x), *ys in zip(pairs, *others)]))
+
+def tree_broadcast(prefix_tree: Any, full_tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> Any:
+  """`prefix_tree` (a prefix of `full_tree`'s structure) with each leaf repeated over the matching subtree.
+
+  >>> tree_broadcast([1, {'a': 2}], [(3, 4), {'a': [5, 6]}])
+  [(1, 1), {'a': [2, 2]}]
+  """
+  leaves, treedef = tree_flatten(prefix_tree, is_leaf)
+  subtrees = _up_to_or_raise(treedef, full_tree, 'tree_broadcast: full_tree', 'prefix_tree')
+  return _build(treedef, iter([tree_map(lambda _, x=x: x, sub, is_leaf=is_leaf) for x, sub in zip(leaves, subtrees)]))
 
 _NO_INITIALIZER = object()
 
@@ -511,6 +588,24 @@ def tree_all(tree: Any, *, is_leaf: Callable[[Any], bool] | None = None) -> bool
   (True, False)
   """
   return all(tree_leaves(tree, is_leaf))
+
+def tree_reduce_associative(operation: Callable, tree: Any, *, identity: Any = _NO_INITIALIZER,
+                            is_leaf: Callable[[Any], bool] | None = None) -> Any:
+  """The leaves of `tree` combined with the associative `operation`, pairwise as a balanced tree (fewer sequential
+  steps than `tree_reduce`); `identity` is the result for a tree without leaves.
+
+  >>> tree_reduce_associative(lambda a, b: a + b, [1, 2, 3, 4]), tree_reduce_associative(max, [], identity=0)
+  (10, 0)
+  """
+  leaves = tree_leaves(tree, is_leaf)
+  if not leaves:
+    if identity is _NO_INITIALIZER:
+      raise TypeError('tree_reduce_associative: the tree has no leaves; pass identity= (the result for no leaves).')
+    return identity
+  while len(leaves) > 1:
+    pairs = [operation(a, b) for a, b in zip(leaves[0::2], leaves[1::2])]
+    leaves = pairs + leaves[len(pairs) * 2:]
+  return leaves[0]
 
 def tree_transpose(outer_treedef: PyTreeDef, inner_treedef: PyTreeDef | None, pytree_to_transpose: Any) -> Any:
   """Turns a tree of structure outer(inner) into one of structure inner(outer).
@@ -537,7 +632,8 @@ def register_pytree_node(nodetype: type, flatten_func: Callable, unflatten_func:
                          flatten_with_keys_func: Callable | None = None) -> None:
   """Makes `nodetype` a pytree node: `flatten_func(x) -> (children, aux_data)`, `unflatten_func(aux_data, children)`.
 
-  aux_data is static (it goes in the PyTreeDef, so it must be hashable and comparable); children are pytrees. Key
+  aux_data is static (it goes in the PyTreeDef and is compared with `==`; as in JAX it need not be hashable, e.g. a
+  dict); children are pytrees. Key
   paths name the children `FlattenedIndexKey(i)` unless `flatten_with_keys_func(x) -> ([(key, child), ...], aux)`.
 
   >>> class Pair:

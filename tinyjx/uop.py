@@ -101,6 +101,11 @@ def _intern_key(op, dtype, src, arg):
   if op is Ops.CONST and isinstance(arg[0], float): arg = (repr(arg[0]), arg[1], 'f')
   return (op, dtype, src, arg)
 
+# Set by tinyjx.nan_check while NaN/inf checking is on (None otherwise, which costs one test per new node): its
+# `new(node)` hears of every node made, its `derived(new, old)` of each node `substitute` rebuilt from another,
+# so a rebuilt graph keeps the source lines of the one it came from.
+watcher = None
+
 class UOp:
   """One immutable, hash-consed IR node. Construct with `UOp(op, dtype, src, arg)`."""
   __slots__ = ('op', 'dtype', 'src', 'arg', '_shape', '_key', '_flags', '__weakref__')
@@ -115,6 +120,7 @@ class UOp:
     object.__setattr__(self, 'src', src); object.__setattr__(self, 'arg', arg)
     for s in ('_shape', '_key', '_flags'): object.__setattr__(self, s, None)
     UOp._cache[k] = self
+    if watcher is not None: watcher.new(self)
     return self
 
   def __setattr__(self, name, value): raise AttributeError(f"UOp is immutable; use .replace({name}=...)")
@@ -254,6 +260,7 @@ def substitute(roots, mapping: dict) -> list[UOp]:
     if node in new: continue
     src = tuple(new.get(s, s) for s in node.src)
     new[node] = node if src == node.src else node.replace(src=src)
+    if watcher is not None and new[node] is not node: watcher.derived(new[node], node)
   return [new[r] for r in roots]
 
 # --- shape rules: one per array-level op; they also validate what reaches the IR ---

@@ -106,7 +106,7 @@ def pipeline(backend: Backend) -> Pipeline:
   return _pipeline[0]
 
 KINDS: dict[str, str] = {'PYTHON': 'tinyjx.devices.python', 'CPU': 'tinyjx.devices.cpu',   # kind -> its module
-                         'CL': 'tinyjx.devices.cl'}
+                         'CL': 'tinyjx.devices.cl', 'CUDA': 'tinyjx.devices.cuda'}
 _instances: dict[str, Backend] = {}
 
 def canonical_name(name: str) -> str:
@@ -125,8 +125,8 @@ def get(name: str | None = None) -> Backend:
   return _instances[name]
 
 def physical_count(kind: str) -> int | None:
-  """How many devices of `kind` the machine has, for kinds with real devices (CL); None for the virtual ones (CPU,
-  PYTHON: as many as TINYJX_CPU_DEVICES asks for)."""
+  """How many devices of `kind` the machine has, for kinds with real devices (CL, CUDA); None for the virtual ones
+  (CPU, PYTHON: as many as TINYJX_CPU_DEVICES asks for)."""
   count = getattr(importlib.import_module(KINDS[kind]), 'device_count', None)
   return None if count is None else count()
 

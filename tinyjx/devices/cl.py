@@ -28,13 +28,17 @@ class CLBuildError(RuntimeError):
   """The OpenCL driver rejected a program's source."""
 
 class CLError(RuntimeError):
-  """An OpenCL call returned an error code."""
+  """An OpenCL call returned an error code (`.code`)."""
+  def __init__(self, message: str, code: int = 0):
+    super().__init__(message)
+    self.code = code
 
 SUCCESS, BUILD_PROGRAM_FAILURE = 0, -11
 DEVICE_TYPE_ALL = 0xFFFFFFFF
 PLATFORM_NAME, DEVICE_NAME, DRIVER_VERSION = 0x0902, 0x102B, 0x102D
 DEVICE_EXTENSIONS, DEVICE_MAX_WORK_GROUP_SIZE = 0x1030, 0x1004
 MEM_READ_WRITE = 1
+OUT_OF_MEMORY = (-4, -5, -6, -61)   # mem object allocation failure, out of resources, of host memory, bad size
 PROGRAM_BUILD_LOG, PROGRAM_BINARY_SIZES, PROGRAM_BINARIES = 0x1183, 0x1165, 0x1166
 BUILD_OPTIONS = b"-cl-std=CL1.2 -cl-fp32-correctly-rounded-divide-sqrt"   # results match the CPU's
 INSTALL_HINT = ("install an OpenCL driver (Debian/Ubuntu: `apt-get install pocl-opencl-icd ocl-icd-libopencl1` runs "
@@ -68,7 +72,7 @@ def library() -> ctypes.CDLL:
   return lib
 
 def check(code: int, what: str) -> None:
-  if code != SUCCESS: raise CLError(f"OpenCL {what} failed with error {code}")
+  if code != SUCCESS: raise CLError(f"OpenCL {what} failed with error {code}", code)
 
 def created(fn, *args, what: str):
   """Call a clCreate* function (its last argument is the error code) and return the new object."""
@@ -153,8 +157,12 @@ class CLDevice(Backend):
 
   # --- memory ---
   def allocate(self, nbytes: int):
-    return created(self.lib.clCreateBuffer, self.context, MEM_READ_WRITE, max(int(nbytes), 1), None,
-                   what=f"clCreateBuffer of {nbytes} bytes")
+    try:
+      return created(self.lib.clCreateBuffer, self.context, MEM_READ_WRITE, max(int(nbytes), 1), None,
+                     what=f"clCreateBuffer of {nbytes} bytes")
+    except CLError as e:   # the contract: memory the device cannot give is a MemoryError (the caller names the array)
+      if e.code in OUT_OF_MEMORY: raise MemoryError(str(e)) from None
+      raise
   def free(self, handle) -> None: self.lib.clReleaseMemObject(handle)
   def copy_in(self, handle, host: np.ndarray, offset: int = 0) -> None:
     host = np.ascontiguousarray(host)

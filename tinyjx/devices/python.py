@@ -98,17 +98,22 @@ _IDENTITY = {Ops.ADD: lambda d: 0, Ops.MUL: lambda d: 1,
              Ops.MIN: lambda d: np.inf if d.kind == 'f' else (True if d.kind == 'b' else np.iinfo(d.np).max)}
 _UFUNC = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum, Ops.MIN: np.minimum}
 
+def _sum_dtype(op: Ops, d):
+  """What a reduction or running total of `op` accumulates in: float32 sums in float64, as the compiled C kernels
+  do (render.py `wide_sums`), so a sum is as accurate along any axis and length as a pairwise one (numpy's own
+  sum is pairwise only along a contiguous axis: a column sum of 1e6 float32 rows would be off by 1e-4)."""
+  return np.float64 if op is Ops.ADD and d is dtypes.float32 else _acc_dtype(d)
+
 def reduce_value(op: Ops, x: np.ndarray, axes: tuple, dt) -> np.ndarray:
   """A REDUCE of numpy value `x` over `axes` with ALU `op` (NaN propagates through max and min)."""
-  acc = _acc_dtype(dt)
-  out = _UFUNC[op].reduce(x.astype(acc), axis=axes, initial=_IDENTITY[op](dt))
+  out = _UFUNC[op].reduce(x, axis=axes, dtype=_sum_dtype(op, dt), initial=_IDENTITY[op](dt))
   return np.asarray(out).astype(dt.np)
 
 def _cumulative(n, x):
   op, axis, reverse = n.arg
   if reverse: x = np.flip(x, axis)
-  acc = _acc_dtype(n.dtype)
-  out = _UFUNC[op].accumulate(x.astype(acc), axis=axis).astype(n.dtype.np) if x.size else x
+  acc = _sum_dtype(op, n.dtype)
+  out = _UFUNC[op].accumulate(x, axis=axis, dtype=acc).astype(n.dtype.np) if x.size else x
   return np.flip(out, axis) if reverse else out
 
 def dot_general_value(a: np.ndarray, b: np.ndarray, arg, dt) -> np.ndarray:
@@ -189,8 +194,9 @@ def _leaf(n: UOp, env: dict):
   if n.op is Ops.IOTA: return _iota(n)
   raise KeyError(f"PARAM {n.arg[0]} has no value bound (evaluating a jaxpr needs a value for every input)")
 
-def evaluate(outs, env: dict | None = None) -> list:
-  """Values (numpy arrays, or tuples for multi-output nodes) of `outs`; `env` maps PARAM nodes to values."""
+def evaluate(outs, env: dict | None = None, watch=None) -> list:
+  """Values (numpy arrays, or tuples for multi-output nodes) of `outs`; `env` maps PARAM nodes to values.
+  `watch(node, value)`, if given, sees each node's value as soon as it is computed (the NaN checker's hook)."""
   vals: dict = dict(env or {})
   with np.errstate(all='ignore'):
     for n in toposort(outs):
@@ -200,6 +206,7 @@ def evaluate(outs, env: dict | None = None) -> list:
       if rule is None: raise NotImplementedError(f"the PYTHON device has no rule for {n.op.name}")
       out = rule(n, *[vals[s] for s in n.src])
       vals[n] = _finish(n, out)
+      if watch is not None: watch(n, vals[n])
   return [vals[o] for o in outs]
 
 def _finish(n: UOp, out):

@@ -9,11 +9,21 @@ turned into a typed pointer at the top of the kernel; the loops in `k.grid` (opt
 the compiler has no _Float16); f-suffixed C math names map to OpenCL's overloaded builtins; a sort is an in-place
 stable insertion sort per row (no scratch memory); nothing is contracted into a fused multiply-add (FP_CONTRACT OFF, as the
 CPU device compiles with -ffp-contract=off), so results match the reference.
+
+CUDA C++ (NVRTC): what differs from OpenCL C. Kernels are `extern "C" __global__` (unmangled names for
+cuModuleGetFunction) and take plain typed pointers: the host adds an intermediate's arena offset to the device
+pointer. A grid loop is a grid-stride loop over `blockIdx/blockDim/threadIdx` of its dimension (x innermost), so
+any launch shape is correct and the device may cap the grid at CUDA's limits. NVRTC has no libc headers: the
+prelude defines the fixed-width types, their limits, NAN and INFINITY; the prelude's helpers are device
+functions through NVRTC's `-default-device`; bool is C++ bool, float16 its bits in uint16_t (the soft-half code);
+a bitcast is a union in a template (C++ has no compound literals). The device compiles with `--fmad=false`
+(nothing contracted), `-ftz=false`, `-prec-div=true`, `-prec-sqrt=true`, so results match the reference.
 """
 from __future__ import annotations
 import math
 from tinyjx import dtypes
 from tinyjx.lower.index import Loop, Sort, Kernel
+from tinyjx.uop import UOp, Ops
 from tinyjx.lower.render import CRenderer, RENDERERS as C_RENDERERS, TYPES
 from tinyjx.lower.prelude import PORTABLE, SOFT_HALF
 
@@ -72,7 +82,9 @@ static inline float tjx_bf16(float x) {
 class OpenCLRenderer(CRenderer):
   """OpenCL C for the CL device (see the module doc)."""
   kernel_prefix = "__kernel void"
+  short_loop_guard = ""   # the GCC bug that TJX_KEEP_LOOP keeps away is the C compiler's
   type_names = {**TYPES, dtypes.bool_: 'uchar', dtypes.float16: 'ushort'}
+  wide_sums: dict = {}   # double is optional in OpenCL (cl_khr_fp64): float32 sums stay float32 here
 
   def render(self, kernels: list[Kernel], entries: list) -> str:
     self.micro: dict = {}
@@ -128,4 +140,63 @@ class OpenCLRenderer(CRenderer):
   def parallel_for(self, loop: Loop) -> str: return ""
   def simd_reduction(self, loop: Loop) -> str: return ""
 
-RENDERERS = {**C_RENDERERS, 'OpenCL': OpenCLRenderer}
+CUDA_PRELUDE = r"""
+typedef signed char int8_t; typedef short int16_t; typedef int int32_t; typedef long long int64_t;
+typedef unsigned char uint8_t; typedef unsigned short uint16_t; typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+typedef uint64_t ulong;   /* the OpenCL sort's key type */
+#define INT8_MIN (-128)
+#define INT8_MAX 127
+#define INT16_MIN (-32768)
+#define INT16_MAX 32767
+#define INT32_MIN (-2147483647 - 1)
+#define INT32_MAX 2147483647
+#define INT64_MIN (-9223372036854775807LL - 1)
+#define INT64_MAX 9223372036854775807LL
+#define UINT8_MAX 255
+#define UINT16_MAX 65535
+#define UINT32_MAX 4294967295u
+#define UINT64_MAX 18446744073709551615ULL
+#define INFINITY __int_as_float(0x7f800000)
+#define NAN __int_as_float(0x7fc00000)
+#define tjx_exp_f32 expf
+#define tjx_log_f32 logf
+#define tjx_tanh_f32 tanhf
+static inline float tjx_u32_as_f32(uint32_t b) { return __uint_as_float(b); }
+""" + SOFT_HALF + r"""
+static inline float tjx_bf16(float x) {
+  if (x != x) return x;
+  uint32_t b = __float_as_uint(x);
+  return __uint_as_float((b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u);
+}
+template <class B, class A> static inline B tjx_bitcast(A a) { union { A a; B b; } u; u.a = a; return u.b; }
+""" + PORTABLE
+
+class CUDARenderer(OpenCLRenderer):
+  """CUDA C++ for the CUDA device, compiled by NVRTC (see the module doc). From OpenCL it keeps the masked loads,
+  the scratch-free sort and the absence of OpenMP; the rest is C's or CUDA's own."""
+  kernel_prefix = 'extern "C" __global__ void'
+  buffer_qualifier = "__restrict__"
+  type_names = {**TYPES, dtypes.bool_: 'bool', dtypes.float16: 'uint16_t'}
+  wide_sums = {dtypes.float32: 'double'}   # GPUs have double: float32 sums accumulate as the CPU's do
+  barrier = "__syncthreads();"             # for reductions through shared memory (none renders one yet)
+  kernel_params = CRenderer.kernel_params  # plain typed pointers: the device adds the byte offsets
+  kernel_prologue = CRenderer.kernel_prologue
+
+  def render(self, kernels: list[Kernel], entries: list) -> str:
+    self.micro: dict = {}
+    return "\n".join([CUDA_PRELUDE, *[self.kernel(k) for k in kernels]])
+
+  def loop_open(self, s: Loop, pad: str) -> list:
+    """A grid loop strides over the threads of its grid dimension; any other loop is C's."""
+    d = self.grid.get(id(s))
+    if d is None: return CRenderer.loop_open(self, s, pad)
+    a, v = "xyz"[d], self.name(s.var)
+    return [f"{pad}for (int64_t {v} = blockIdx.{a} * (int64_t)blockDim.{a} + threadIdx.{a}; {v} < {s.size}; "
+            f"{v} += (int64_t)blockDim.{a} * gridDim.{a}) {{"]
+
+  def render_node(self, u: UOp) -> str:
+    if u.op is Ops.BITCAST: return f"tjx_bitcast<{self.type_names[u.dtype]}>({self.expr(u.src[0])})"
+    return super().render_node(u)
+
+RENDERERS = {**C_RENDERERS, 'OpenCL': OpenCLRenderer, 'CUDA': CUDARenderer}

@@ -129,6 +129,7 @@ class Kernel:
   nodes: list                               # the array-level nodes computed here (DEBUG=3)
   flops: int = 0
   nbytes: int = 0
+  narrow_sums: set = field(default_factory=set)   # float32 sums the renderer keeps in float32 (optimize.block_sums)
 
 # --- helpers ---
 def strides(shape) -> list[int]:

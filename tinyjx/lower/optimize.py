@@ -1,4 +1,4 @@
-"""optimize: per-kernel rewrites of the statement tree that change speed, never results.
+"""optimize: per-kernel rewrites of the statement tree that change speed, never results (but see `block_sums`).
 
 In order, for each kernel:
 - `as_matmul`: a sum of products whose operands each miss some output axis (a matmul, a batched matmul,
@@ -13,6 +13,9 @@ In order, for each kernel:
 - `split_reductions`: a big reduction at the top of a kernel runs as a fixed number of parallel chunks,
   combined in order (the result does not depend on the thread count);
 - `stash_shared`: an expensive expression two sibling loops both compute (softmax's exp) is computed once;
+- `block_sums`: the one rewrite here that changes rounding, on purpose: a float32 sum adds float32 partials of at
+  most BLOCK elements (COLUMN_BLOCK rows for a column sum) into a total the renderer keeps in double, so sums are
+  as accurate as the PYTHON device's (which sums float32 in float64) whatever their length and layout;
 - `mark_parallel`: the outermost independent loop with enough work runs on all threads (OpenMP);
 - work estimates (flops, bytes) for DEBUG=2 and the counters.
 Loops marked `serial` (reductions, scatters with duplicate indices) are never run in parallel.
@@ -212,6 +215,81 @@ def split_reductions(k: Kernel) -> None:
     k.body[pos + 1:pos + 2] = [Decl(parts, chunks), per_chunk, combine]
     return
 
+BLOCK = 1024                     # elements a float32 partial sum takes before it joins its double total
+
+def _float_sum_loop(l: Loop) -> bool:
+  """The innermost loop of a float32 sum (only updates of its accumulator, and stashes), as `omp simd` wants."""
+  acc = l.acc
+  if acc is None or acc.arg[1] is not Ops.ADD or acc.dtype is not dtypes.float32: return False
+  return all((isinstance(b, Update) and b.acc is acc and b.at is None) or isinstance(b, Assign) for b in l.body)
+
+def _declared_just_before(stmts: list, i: int, acc: UOp, size: int) -> bool:
+  """stmts[i] is the whole of `acc`'s reduction: the statement before it declares `acc` (of `size` elements)."""
+  return i > 0 and isinstance(stmts[i - 1], Decl) and stmts[i - 1].acc is acc and stmts[i - 1].size == size
+
+def block_sums(stmts: list, k: Kernel) -> None:
+  """The innermost loop of a float32 sum adds at most BLOCK elements into a float32 partial (full-width vector
+  adds); partials join the sum's total, which the renderer keeps in double (`wide_sums`). A sum is then as
+  accurate as a pairwise one at the speed of a float32 loop. A sum of one short loop is its own partial."""
+  for i, s in enumerate(stmts):
+    if not isinstance(s, Loop): continue
+    if (acc := _column_sum(s)) is not None: _block_columns(stmts, i, acc, k)
+    elif not _float_sum_loop(s): block_sums(s.body, k)
+    elif s.size <= BLOCK and _declared_just_before(stmts, i, s.acc, 0): k.narrow_sums.add(s.acc)
+    else: stmts[i:i + 1] = _blocked(s, k)
+
+def _blocked(l: Loop, k: Kernel) -> list:
+  """Loop `l` as blocks of at most BLOCK iterations, each summed into a fresh float32 partial."""
+  full, tail, nv, na = l.size // BLOCK, l.size % BLOCK, _max_var(k.body) + 1, _max_acc(k.body) + 1
+  def block(start: UOp, size: int, n: int) -> list:
+    iv, part = sym.loop_var(n, size), UOp(Ops.DEFINE_ACC, l.acc.dtype, (), (na + n - nv, Ops.ADD))
+    k.narrow_sums.add(part)
+    at = {l.var: sym.add(start, iv)}
+    body = [Update(part, _rewrite(b.value, at)) if isinstance(b, Update) else
+            Assign(b.acc, _rewrite(b.at, at), _rewrite(b.value, at)) for b in l.body]
+    return [Decl(part), Loop(iv, body, acc=part, serial=True), Update(l.acc, part)]
+  out = []
+  if full == 1: out += block(sym.const(0), BLOCK, nv)
+  if full > 1:
+    ob = sym.loop_var(nv, full)
+    out.append(Loop(ob, block(sym.mul(ob, BLOCK), BLOCK, nv + 1), serial=True))
+  if tail: out += block(sym.const(full * BLOCK), tail, nv + 2)
+  return out
+
+COLUMN_BLOCK = 64                # rows a float32 tile of column partials takes (each column adds them in order)
+
+def _column_sum(l: Loop) -> UOp | None:
+  """The accumulator of a column sum's innermost reduce loop (as_column_reduction: a row of float32 partials)."""
+  if len(l.body) != 1 or not isinstance(l.body[0], Loop) or not l.serial: return None
+  ups = l.body[0].body
+  acc = ups[0].acc if ups and isinstance(ups[0], Update) else None
+  if acc is None or not all(isinstance(u, Update) and u.acc is acc and u.at is l.body[0].var for u in ups): return None
+  return acc if acc.arg[1] is Ops.ADD and acc.dtype is dtypes.float32 else None
+
+def _block_columns(stmts: list, i: int, acc: UOp, k: Kernel) -> None:
+  """A column sum's rows in blocks of COLUMN_BLOCK, each into a fresh float32 tile of partials that then joins the
+  (double) totals; a sum of at most COLUMN_BLOCK rows in all is its own partial."""
+  l, cols = stmts[i], stmts[i].body[0]
+  if l.size <= COLUMN_BLOCK and _declared_just_before(stmts, i, acc, cols.size):
+    k.narrow_sums.add(acc)
+    return
+  nv, na = _max_var(k.body) + 1, _max_acc(k.body) + 1
+  def block(start: UOp, size: int, n: int) -> list:
+    rv, jv, jc = (sym.loop_var(n + d, s) for d, s in enumerate((size, cols.size, cols.size)))
+    part = UOp(Ops.DEFINE_ACC, acc.dtype, (), (na + (n - nv) // 4, Ops.ADD))
+    k.narrow_sums.add(part)
+    at = {l.var: sym.add(start, rv), cols.var: jv}
+    rows = Loop(rv, [Loop(jv, [Update(part, _rewrite(u.value, at), jv) for u in cols.body])], serial=True)
+    return [Decl(part, cols.size), rows, Loop(jc, [Update(acc, UOp(Ops.INDEX, acc.dtype, (part, jc)), jc)])]
+  full, tail = l.size // COLUMN_BLOCK, l.size % COLUMN_BLOCK
+  out = []
+  if full == 1: out += block(sym.const(0), COLUMN_BLOCK, nv)
+  if full > 1:
+    ob = sym.loop_var(nv + 3, full)
+    out.append(Loop(ob, block(sym.mul(ob, COLUMN_BLOCK), COLUMN_BLOCK, nv), serial=True))
+  if tail: out += block(sym.const(full * COLUMN_BLOCK), tail, nv + 4)
+  stmts[i:i + 1] = out
+
 EXPENSIVE = {Ops.EXP, Ops.LOG, Ops.EXPM1, Ops.LOG1P, Ops.SIN, Ops.COS, Ops.TAN, Ops.TANH, Ops.SINH, Ops.COSH,
              Ops.ASIN, Ops.ACOS, Ops.ATAN, Ops.ATAN2, Ops.POW, Ops.ERF}
 MAX_STASH = 8192                 # elements of a per-iteration local array
@@ -264,6 +342,7 @@ def optimize(k: Kernel, slot_bytes: dict, target=None) -> Kernel:
     if (col := as_column_reduction(k)) is not None: k.body = col
     split_reductions(k)
     stash_shared(k.body, k)
+    block_sums(k.body, k)
     mark_parallel(k)
   k.flops = work(k.body)
   return k

@@ -43,6 +43,7 @@ INFIX = {Ops.ADD: '+', Ops.SUB: '-', Ops.MUL: '*', Ops.AND: '&', Ops.OR: '|', Op
          Ops.CMPLE: '<=', Ops.CMPEQ: '==', Ops.CMPNE: '!='}
 FAST_F32 = {Ops.EXP: 'exp', Ops.LOG: 'log', Ops.TANH: 'tanh'}
 NARROW = {dtypes.bool_, dtypes.int8, dtypes.int16, dtypes.uint8, dtypes.uint16}
+SHORT_LOOP = 16   # GCC unrolls loops of up to this many iterations completely (its max-completely-peel-times)
 
 def c_float(v: float, dt) -> str:
   if math.isnan(v): return 'NAN'
@@ -67,6 +68,12 @@ class CRenderer(MatmulEmitter):
   buffer_qualifier = "restrict"
   type_names = TYPES
   prelude_extra = ""
+  # float32 sums accumulate in double, as the PYTHON device's do: as accurate as a pairwise sum for every length
+  # and layout (a column sum, a long row, the chunks of a split sum), and the adds are not what bounds a
+  # memory-bound reduction. Only reads of the finished sum round to float32.
+  wide_sums = {dtypes.float32: 'double'}
+  short_loop_guard = "TJX_KEEP_LOOP"   # emitted before a short elementwise loop nested in another (C only)
+  loops_open = 0
 
   def parallel_for(self, loop: Loop) -> str: return "#pragma omp parallel for schedule(static)"
 
@@ -105,6 +112,7 @@ class CRenderer(MatmulEmitter):
   # --- kernels ---
   def kernel(self, k: Kernel) -> str:
     self.uses = _count_uses(k.body)
+    self.narrow_sums = k.narrow_sums
     self.written = {g.arg for g in k.args if g.arg in k.outs}
     self.deps: dict = {}
     self.depth: dict = {}
@@ -126,6 +134,8 @@ class CRenderer(MatmulEmitter):
   def loop_open(self, s: Loop, pad: str) -> list:
     """The lines that open loop `s` (closed by one `}`): a C for loop, with the OpenMP pragma it needs."""
     pragma = self.parallel_for(s) if s.parallel else (self.simd_reduction(s) if s.acc is not None else "")
+    if not pragma and self.short_loop_guard and self.loops_open and s.acc is None and s.size <= SHORT_LOOP:
+      pragma = pad + self.short_loop_guard      # see TJX_KEEP_LOOP in the prelude: a compiler bug kept away
     v = self.name(s.var)
     return ([pragma] if pragma else []) + [f"{pad}for (int64_t {v} = 0; {v} < {s.size}; {v}++) {{"]
 
@@ -139,12 +149,14 @@ class CRenderer(MatmulEmitter):
     if isinstance(s, Loop):
       lines += self.loop_open(s, pad)
       self.scopes.append(Scope(lines, pad + "  ", {s.var} | ({s.acc} if s.acc is not None else set())))
+      self.loops_open += 1
       self.block(s.body, lines, depth + 1)
+      self.loops_open -= 1
       self.scopes.pop()
       lines.append(f"{pad}}}")
     elif isinstance(s, Decl):
       self.scopes[-1].defines.add(s.acc)
-      t, name = self.type_names[s.acc.dtype], self.name(s.acc)
+      t, name = self.acc_type(s.acc), self.name(s.acc)
       init = self.const(identity(s.acc.arg[1], s.acc.dtype), s.acc.dtype)
       if not s.size: lines.append(f"{pad}{t} {name} = {init};")
       else: lines.append(f"{pad}{t} {name}[{s.size}]; for (int64_t z = 0; z < {s.size}; z++) {name}[z] = {init};")
@@ -166,6 +178,12 @@ class CRenderer(MatmulEmitter):
     elif isinstance(s, Sort): self.sort(s, lines, pad)
     elif isinstance(s, Matmul): self.matmul(s, lines, pad)
     else: self.custom(s, lines, depth)
+
+  def acc_type(self, acc: UOp) -> str:
+    """The C type of an accumulator: its dtype's, but wider for sums of the types in `wide_sums`."""
+    if acc.arg[1] is Ops.ADD and acc.dtype in self.wide_sums and acc not in self.narrow_sums:
+      return self.wide_sums[acc.dtype]
+    return self.type_names[acc.dtype]
 
   def custom(self, s, lines: list, depth: int) -> None:
     raise NotImplementedError(f"no C rendering for statement {type(s).__name__}")

@@ -117,7 +117,9 @@ class Executable:
     self.source = program.source
     self._lock = threading.Lock()
     self._keep: list = []          # device copies of host constants, alive as long as the executable
-    self._const_arrays = {s: np.ascontiguousarray(b.numpy()) for s, b in program.consts.items()}
+    # (reshaped: np.ascontiguousarray makes a 0-d array 1-d)
+    self._const_arrays = {s: np.ascontiguousarray(b.numpy()).reshape(self.slots[s].shape)
+                          for s, b in program.consts.items()}
     self._const_handles = {s: self._handle(a, self.slots[s].dtype) for s, a in self._const_arrays.items()}
     self._arena = device.allocate(self.arena_bytes) if self.arena_bytes <= KEEP_ARENA else None
     self._template = self._table(self._arena) if self._arena is not None else None
@@ -133,6 +135,23 @@ class Executable:
     self._outs = [(s, self.slots[s].nbytes) for s in program.out_slots]
     self._out_index = {s: i for i, s in enumerate(program.out_slots)}
     self.n_intermediates = sum(1 for s in self.slots if s.kind == 'tmp')
+
+  def _allocate(self, nbytes: int, slot: int | None):
+    """Device memory for output `slot` (None: the arena of intermediates), or a MemoryError that says how much."""
+    try:
+      return self.device.allocate(nbytes)
+    except MemoryError:
+      pass
+    if slot is None:
+      big = max((s for s in self.slots if s.kind == 'tmp'), key=lambda s: s.nbytes, default=None)
+      what = (f"the {self.n_intermediates} intermediate arrays of the program (the largest "
+              f"{big.dtype.short}[{','.join(map(str, big.shape))}])" if big is not None else "the program's arena")
+    else:
+      s = self.slots[slot]
+      what = f"output {self._out_index[slot]}, a {s.dtype.short}[{','.join(map(str, s.shape))}] array"
+    raise MemoryError(f"{self.device.name}: cannot allocate {nbytes} bytes ({nbytes / 2**30:.2f} GiB) for {what}; "
+                      "the machine does not have that much free memory. Use smaller shapes (a smaller batch, or "
+                      "split the work with lax.map or a Python loop)") from None
 
   def _handle(self, host: np.ndarray, dtype):
     """Device memory holding `host`: the array itself where device memory is the host's, else a copy."""
@@ -161,9 +180,9 @@ class Executable:
       raise TypeError(f"this executable takes {len(prog.in_slots)} input buffers, got {len(inputs)}")
     own_arena = self._arena is not None and self._lock.acquire(blocking=False)
     try:
-      arena = self._arena if own_arena else dev.allocate(self.arena_bytes)
+      arena = self._arena if own_arena else self._allocate(self.arena_bytes, None)
       handles = {s: self._bind(i, s, size, want, b) for i, ((s, size, want), b) in enumerate(zip(self._ins, inputs))}
-      outs = [dev.allocate(nbytes) for _, nbytes in self._outs]
+      outs = [self._allocate(nbytes, s) for s, nbytes in self._outs]
       handles.update((s, h) for (s, _), h in zip(self._outs, outs))
       args = dev.arguments(len(self.slots), handles, self._template if own_arena else self._table(arena))
       frame = Frame(self, args, handles, arena)
@@ -200,7 +219,7 @@ class Executable:
       if kind == 'slot':
         res.append(dev.wrap(outs[self._out_index[ref]], self.slots[ref].shape, dt))
         continue
-      if kind == 'input': a = inputs[ref].numpy()
+      if kind == 'input': a = inputs[ref].numpy().reshape(self._ins[ref][2].shape)   # as _bind sees it
       elif kind == 'const': a = self._const_arrays[ref]
       else: a = res[ref].numpy()
       res.append(dev.from_numpy(np.array(a, copy=True, order='C'), dt))

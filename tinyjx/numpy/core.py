@@ -28,7 +28,7 @@ __all__ = [
   'isneginf', 'nan_to_num', 'signbit', 'copysign', 'heaviside', 'hypot', 'deg2rad', 'rad2deg', 'radians', 'degrees',
   'logaddexp', 'sinc', 'full', 'zeros', 'ones', 'full_like', 'zeros_like', 'ones_like',
   'sum', 'prod', 'max', 'min', 'amax', 'amin', 'any', 'all', 'mean', 'var', 'std', 'argmax', 'argmin', 'cumsum',
-  'cumprod', 'cumulative_sum', 'cumulative_prod',
+  'cumprod', 'cumulative_sum', 'cumulative_prod', 'isclose', 'allclose', 'array_equal', 'array_equiv',
 ]
 
 # --- conversion ---
@@ -76,6 +76,40 @@ def asarray(x, dtype=None, copy=None, device=None) -> Array:
   target = dt or _host_dtype(x)
   return _from_host(np.asarray(x), target, device)
 
+def scalar_type_call(x, dtype: DType) -> Array:
+  """`jnp.float32(x)`, `jnp.int32(x)`, ...: `x` (a scalar, nested list or array) as a strongly typed array of
+  `dtype`; floats to ints truncate toward zero, and a Python int outside the type's range is an error, as in JAX.
+
+  >>> scalar_type_call(3.7, dtypes.int32).tolist(), scalar_type_call([1, 2], dtypes.float32).tolist()
+  (3, [1.0, 2.0])
+  """
+  dt = dtypes.to_dtype(dtype)
+  if x is None: raise ValueError(f"None is not a valid value for {dt}(...); pass a number, a list or an array")
+  if isinstance(x, int) and not isinstance(x, (bool, np.integer)) and dtypes.is_int(dt):
+    ii = dtypes.iinfo(dt)
+    if not ii.min <= x <= ii.max:
+      raise OverflowError(f"Python integer {x} out of bounds for {dt} (range {ii.min} to {ii.max}); use a wider "
+                          f"type, or wrap it first (x % {ii.max - ii.min + 1})")
+  if isinstance(x, float) and math.isnan(x) and not dtypes.is_float(dt):
+    raise ValueError(f"cannot convert float NaN to {dt}: an integer or bool type has no NaN")
+  out = asarray(x, dt)
+  return Array(out.uop, False)
+
+def check_arraylike(fn_name: str, *args) -> None:
+  """JAX's argument rule for most jnp functions: arrays, numpy arrays and scalars are accepted, lists and tuples are
+  not (converting a long list implicitly is slow and often a bug). `jnp.array`, `jnp.asarray` and the creation
+  functions convert lists; call one of them first.
+
+  >>> check_arraylike('sum', asarray([1, 2]), 3.0)
+  >>> check_arraylike('sum', [1, 2])  # doctest: +ELLIPSIS
+  Traceback (most recent call last):
+  TypeError: sum requires ndarray or scalar arguments, got <class 'list'> at position 0. Convert it with ...
+  """
+  for i, x in enumerate(args):
+    if isinstance(x, (list, tuple)):
+      raise TypeError(f"{fn_name} requires ndarray or scalar arguments, got {type(x)} at position {i}. Convert it "
+                      "with jnp.asarray(...) first.")
+
 def _flat(x):
   for e in x:
     if isinstance(e, (list, tuple)): yield from _flat(e)
@@ -98,7 +132,15 @@ def astype(x, dtype, copy: bool = False, device=None) -> Array:
 
 # --- promotion and broadcasting ---
 def promote(*xs) -> tuple[list[Array], DType, bool]:
-  """Arrays for `xs`, all of their joined dtype (JAX's lattice, Python scalars weak)."""
+  """Arrays for `xs`, all of their joined dtype (JAX's lattice, Python scalars weak).
+
+  >>> promote(asarray([True]), 1)[1:]    # bool with a weak int is the default int, still weak, as in JAX
+  (dtypes.int32, True)
+  """
+  for i, x in enumerate(xs):
+    if isinstance(x, complex): raise dtypes.DTypeError(
+      f"operand {i} is the Python complex {x!r}: tinyjx has no complex dtypes (JAX would promote it to complex64); "
+      "carry the real and imaginary parts as two float arrays")
   arrs = [asarray(x) for x in xs]
   dt, weak = dtypes.promote(*[(a.dtype, a.weak) for a in arrs])
   return [a if (a.dtype, a.weak) == (dt, weak) else Array(_cast_scalar_or(a, dt), weak) for a in arrs], dt, weak
@@ -154,7 +196,7 @@ def _fold(op: Ops, srcs: list[UOp], weak: bool) -> Array:
   with np.errstate(all='ignore'):
     vals = [np.array(s.arg[0], dtype=s.dtype.np) for s in srcs]
     v = _finish(node, python_rules[op](node, *vals))
-  return Array(UOp.const(v.item(), dt, srcs[0].shape), weak and op not in _CMP)
+  return Array(UOp.const(v.item(), dt, srcs[0].shape), weak)   # a comparison of weak operands is weak, as in JAX
 
 def unary(op: Ops, x, float_only: bool = True) -> Array:
   """A unary primitive; `float_only` ops (exp, sin ...) promote integer and bool inputs to the default float."""
@@ -192,7 +234,13 @@ def add(x, y):
   [2, 3]
   """
   return elementwise(Ops.ADD, x, y)
-def subtract(x, y): _no_bool('subtract', x, y); return elementwise(Ops.SUB, x, y)
+def subtract(x, y):
+  """`x - y`. Bool operands promote first (`b - 1` is int32, as in JAX); only bool minus bool is refused."""
+  (a, b), dt, _ = promote(x, y)
+  if dtypes.is_bool(dt):
+    raise TypeError(f"subtract does not accept bool operands (x: {a.dtype}{list(a.shape)}, y: {b.dtype}{list(b.shape)}); "
+                    "use logical_xor(x, y) for booleans, or cast one side with .astype(int) first")
+  return elementwise(Ops.SUB, a, b)
 def multiply(x, y): return elementwise(Ops.MUL, x, y)
 def maximum(x, y): return elementwise(Ops.MAX, x, y)
 def minimum(x, y): return elementwise(Ops.MIN, x, y)
@@ -250,7 +298,10 @@ def power(x, y):
     (x,) = _numeric(x)
     if 0 <= y <= 4: return _product_power(x, y)
   a, b = _numeric(x, y)
-  return elementwise(Ops.POW, a, b)
+  out = elementwise(Ops.POW, a, b)
+  # JAX's integer power is weak only when both operands are: `2 ** bool_array` is a strong int32.
+  if dtypes.is_int(out.dtype) and not (asarray(x).weak and asarray(y).weak): out = Array(out.uop, False)
+  return out
 def _product_power(x: Array, y: int) -> Array:
   if y == 0: return ones_like(x)
   out = x
@@ -711,3 +762,49 @@ def cumprod(a, axis=None, dtype=None, out=None):
   _no_out(out)
   return _cumulative(Ops.MUL, a, axis, dtype)
 cumulative_sum, cumulative_prod = cumsum, cumprod
+
+# --- comparisons of whole arrays ---
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan: bool = False) -> Array:
+  """Elementwise `|a - b| <= atol + rtol * |b|` for finite `b`, or `a == b` (so equal infinities are close); NaN is
+  close to NaN only with `equal_nan`. Integer and bool inputs compare exactly. As numpy's and JAX's isclose.
+
+  >>> isclose(asarray([1.0, float('inf'), float('nan')]), asarray([1.0 + 1e-6, float('inf'), float('nan')])).tolist()
+  [True, True, False]
+  """
+  (x, y), dt, _ = promote(a, b)
+  if not dtypes.is_float(dt): return equal(x, y)
+  tol = add(atol, multiply(rtol, abs(y)))
+  out = logical_or(logical_and(less_equal(abs(subtract(x, y)), tol), isfinite(y)), equal(x, y))
+  return logical_or(out, logical_and(isnan(x), isnan(y))) if equal_nan else out
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan: bool = False) -> Array:
+  """Whether every element of `a` is close to the matching one of `b` (see `isclose`): a 0-d bool array.
+
+  >>> allclose(asarray([1.0, 2.0]), 2.0).item(), allclose(asarray([1.0, 2.0]), asarray([1.0, 2.0 + 1e-6])).item()
+  (False, True)
+  """
+  return all(isclose(a, b, rtol, atol, equal_nan))
+
+def array_equal(a1, a2, equal_nan: bool = False) -> Array:
+  """Whether `a1` and `a2` have one shape and equal elements (lists are accepted, as in JAX): a 0-d bool array.
+
+  >>> array_equal([1, 2], asarray([1.0, 2.0])).item(), array_equal(asarray([1, 2]), asarray([[1, 2]])).item()
+  (True, False)
+  """
+  x, y = asarray(a1), asarray(a2)
+  if x.shape != y.shape: return asarray(False)
+  eq = equal(x, y)
+  if equal_nan and dtypes.is_float(promote(x, y)[1]): eq = logical_or(eq, logical_and(isnan(x), isnan(y)))
+  return all(eq)
+
+def array_equiv(a1, a2) -> Array:
+  """Whether `a1` and `a2` broadcast together and are equal everywhere: a 0-d bool array. Shapes that do not
+  broadcast give False, as numpy's array_equiv (JAX raises there).
+
+  >>> array_equiv(asarray([1, 2]), asarray([[1, 2], [1, 2]])).item(), array_equiv([1, 2], [1, 2, 3]).item()
+  (True, False)
+  """
+  x, y = asarray(a1), asarray(a2)
+  try: broadcast_shapes(x.shape, y.shape)
+  except ValueError: return asarray(False)
+  return all(equal(x, y))

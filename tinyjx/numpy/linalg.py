@@ -25,6 +25,12 @@ def dot_general_uop(a: UOp, b: UOp, contract, batch=((), ())) -> UOp:
   arg = ((tuple(contract[0]), tuple(contract[1])), (tuple(batch[0]), tuple(batch[1])))
   return UOp(Ops.DOT_GENERAL, a.dtype, (a, b), arg)
 
+def _check_precision(precision, fn: str) -> None:
+  """Checks `precision=` (lax.Precision, its strings, or a pair); devices compute float32 fully at every precision."""
+  if precision is None: return
+  from tinyjx.lax import canonicalize_precision   # lax builds on this module, so it is imported when needed
+  canonicalize_precision(precision, fn)
+
 def _promoted(*xs, preferred=None) -> tuple[list[Array], bool]:
   arrs, _, weak = core.promote(*xs)
   if preferred is not None: arrs = [core.astype(a, preferred) for a in arrs]
@@ -37,6 +43,7 @@ def dot(a, b, *, precision=None, preferred_element_type=None) -> Array:
   >>> jnp.dot(jnp.array([[1, 2], [3, 4]]), jnp.array([1, 1])).tolist()
   [3, 7]
   """
+  _check_precision(precision, 'dot')
   (a, b), weak = _promoted(a, b, preferred=preferred_element_type)
   if a.ndim == 0 or b.ndim == 0: return core.multiply(a, b)
   cb = builtins.max(b.ndim - 2, 0)
@@ -52,6 +59,7 @@ def matmul(a, b, *, precision=None, preferred_element_type=None) -> Array:
   >>> (jnp.ones((5, 2, 3)) @ jnp.ones((3, 4))).shape
   (5, 2, 4)
   """
+  _check_precision(precision, 'matmul')
   (a, b), weak = _promoted(a, b, preferred=preferred_element_type)
   for name, x in (('a', a), ('b', b)):
     if x.ndim == 0:
@@ -85,6 +93,7 @@ def _matmul_uop(au: UOp, bu: UOp, ashape: tuple, bshape: tuple) -> UOp:
 
 def vdot(a, b, *, precision=None, preferred_element_type=None) -> Array:
   """Dot product of the flattened arrays (which must have one size)."""
+  _check_precision(precision, 'vdot')
   a, b = asarray(a), asarray(b)
   if a.size != b.size: raise ValueError(f"vdot: arrays of shapes {a.shape} and {b.shape} differ in size")
   flat = lambda x: Array(x.uop.reshape((x.size,)), x.weak)
@@ -92,6 +101,7 @@ def vdot(a, b, *, precision=None, preferred_element_type=None) -> Array:
 
 def vecdot(x1, x2, /, *, axis: int = -1, precision=None, preferred_element_type=None) -> Array:
   """Dot product along `axis` of two broadcast arrays (the array API's vecdot)."""
+  _check_precision(precision, 'vecdot')
   (a, b), weak = _promoted(x1, x2, preferred=preferred_element_type)
   shape = core.broadcast_shapes(a.shape, b.shape, names=('x1', 'x2'))
   ax = normalize_axis(axis, len(shape))
@@ -101,6 +111,7 @@ def vecdot(x1, x2, /, *, axis: int = -1, precision=None, preferred_element_type=
 
 def inner(a, b, *, precision=None, preferred_element_type=None) -> Array:
   """Sum over the last axes of both: shape a.shape[:-1] + b.shape[:-1] (scalars multiply)."""
+  _check_precision(precision, 'inner')
   (a, b), weak = _promoted(a, b, preferred=preferred_element_type)
   if a.ndim == 0 or b.ndim == 0: return core.multiply(a, b)
   if a.shape[-1] != b.shape[-1]:
@@ -123,6 +134,7 @@ def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None) -> A
   >>> jnp.tensordot(jnp.ones((2, 3, 4)), jnp.ones((3, 4, 5))).shape
   (2, 5)
   """
+  _check_precision(precision, 'tensordot')
   (a, b), weak = _promoted(a, b, preferred=preferred_element_type)
   if isinstance(axes, int):
     if not 0 <= axes <= builtins.min(a.ndim, b.ndim):
@@ -182,6 +194,7 @@ def einsum(subscripts, *operands, out=None, optimize=True, precision=None, prefe
   >>> jnp.einsum('bij,bjk->bik', jnp.ones((2, 3, 4)), jnp.ones((2, 4, 5))).shape
   (2, 3, 5)
   """
+  _check_precision(precision, 'einsum')
   if not isinstance(subscripts, str): subscripts, operands = _interleaved(subscripts, operands)
   if not operands: raise ValueError("einsum needs at least one operand")
   arrs, weak = _promoted(*operands, preferred=preferred_element_type)

@@ -22,7 +22,7 @@ differentiate the same composition here (`decomposed_vjp`/`decomposed_jvp`), so 
 """
 from __future__ import annotations
 import collections, functools, math
-from tinyjx import dtypes, tree_util, tracing
+from tinyjx import dtypes, tree_util, tracing, uop as uop_module
 from tinyjx.array import Array, realize_uops
 from tinyjx.tracing import Jaxpr
 from tinyjx.uop import UOp, Ops, GroupOp, substitute, fresh_id, out_avals
@@ -490,7 +490,9 @@ def backward_pass(outs, cts, tags) -> list:
     if rule is None:
       raise NotImplementedError(f"reverse-mode differentiation (grad/vjp) of {node.op.name} is not implemented: "
                                 "tinyjx.transforms.ad.vjp_rules has no rule for it")
-    for s, c in zip(node.src, rule(ct, node)):
+    w = uop_module.watcher   # the NaN checker, while it is on: the rule's nodes get `node`'s source line
+    src_cts = rule(ct, node) if w is None else w.attributed(node, "the backward pass (vjp)", rule, ct, node)
+    for s, c in zip(node.src, src_cts):
       if c is None or s not in dep: continue
       if isinstance(c, Exception): raise c
       accumulate(ct_of, s, c)
@@ -508,7 +510,8 @@ def forward_pass(outs, tags, tangents) -> list:
     if rule is None:
       raise NotImplementedError(f"forward-mode differentiation (jvp) of {node.op.name} is not implemented: "
                                 "tinyjx.transforms.ad.jvp_rules has no rule for it")
-    out = rule(node, ts)
+    w = uop_module.watcher
+    out = rule(node, ts) if w is None else w.attributed(node, "the forward-mode derivative (jvp)", rule, node, ts)
     if out is not None: tan[node] = out
   return [tan.get(o) for o in outs]
 

@@ -29,7 +29,7 @@ and only mapped values are traced (branching on one raises ConcretizationError, 
 from __future__ import annotations
 import collections, contextlib, functools, operator
 import numpy as np
-from tinyjx import tree_util, tracing
+from tinyjx import tree_util, tracing, uop as uop_module
 from tinyjx.array import Array
 from tinyjx.uop import UOp, Ops, GroupOp, toposort, substitute, fresh_id
 
@@ -224,7 +224,8 @@ def batch_node(node: UOp, srcs: list, bdims: list) -> tuple:
   if rule is None:
     raise NotImplementedError(f"vmap has no batching rule for {node.op.name} ({node!r}); add one to tinyjx."
                               "transforms.batching.batch_rules, or move this operation out of the vmapped function")
-  new, bdim = rule(node, srcs, bdims)
+  w = uop_module.watcher   # the NaN checker, while it is on: the batched nodes keep `node`'s source line
+  new, bdim = rule(node, srcs, bdims) if w is None else w.attributed(node, None, rule, node, srcs, bdims)
   return new, (bdim if is_batched(bdim) else None)
 
 def acts_on_current_axis(node: UOp) -> bool:

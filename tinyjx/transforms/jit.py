@@ -23,6 +23,7 @@ import functools, inspect, time, weakref
 import numpy as np
 from tinyjx import array, counters, devices, dtypes, settings, tracing, tree_util
 from tinyjx.array import Array, buffer_uop
+from tinyjx.devices import nans
 from tinyjx.uop import Ops, GroupOp, toposort
 
 FIX = ("mark that argument static with static_argnums/static_argnames (its value must be hashable), or replace "
@@ -144,7 +145,7 @@ def _closes_over_a_trace(jaxpr) -> bool:
 
 def _host_buffer(data: np.ndarray, dt, dev):
   if dt is dtypes.bfloat16: data = dtypes.round_bf16(data.astype(np.float32))
-  return dev.from_numpy(np.ascontiguousarray(data, dtype=dt.np), dt)
+  return dev.from_numpy(np.array(data, dtype=dt.np, order='C'), dt)   # (np.ascontiguousarray makes 0-d arrays 1-d)
 
 def _placed_on(leaves: list) -> str | None:
   """Where a jit without `device=` runs: as in JAX, on the accelerator its arguments were put on (the first one
@@ -255,8 +256,9 @@ class JitFunction:
     counters.add('cache_misses')
     if debug >= 1: print(f"{self._name}: miss ({self._miss_reason(call)})")
     entry = self._trace(call)
-    self._cache.last = call.key
-    if not entry.inline: self._cache.entries[call.key] = entry   # a graph over an outer trace dies with that trace
+    key = (call.treedef.detached(),) + call.key[1:]   # unhashable aux data (a dict) is copied: the caller may mutate it
+    self._cache.last = key
+    if not entry.inline: self._cache.entries[key] = entry   # a graph over an outer trace dies with that trace
     return entry
 
   def _trace(self, call: _Call) -> _Entry:
@@ -301,8 +303,16 @@ class JitFunction:
     else:
       exe = entry.exe or self._compile(entry, call)
       bufs = exe.run(_input_buffers(leaves, call.key[1], call.device))
+      if array.nan_hook is not None: self._check_nans(call, bufs)
       outs = [Array(buffer_uop(b), w) for b, w in zip(bufs, jaxpr.out_weak)]
     return tree_util.tree_unflatten(jaxpr.out_tree, outs)
+
+  def _check_nans(self, call: _Call, bufs: list) -> None:
+    """jax_debug_nans/infs: on a bad output, trace again with source lines recorded and run op by op."""
+    bad = nans.outputs_bad(bufs)
+    if not bad: return
+    jaxpr = self._trace(call).jaxpr
+    raise nans.hunt(jaxpr, [np.asarray(x) for x in call.leaves], self._name, bad[0])
 
   # --- errors and DEBUG ---
   def _check_hashable(self, call: _Call):

@@ -160,9 +160,9 @@ def worker(name: str) -> concurrent.futures.ThreadPoolExecutor:
     _workers[name] = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"tinyjx-{name}")
   return _workers[name]
 
-def run_one(exe, inputs: list, group, pos: int) -> list:
+def run_one(exe, inputs: list, group, pos: int, knobs: dict) -> list:
   try:
-    with collectives.on_device(group, pos): return exe.run(inputs)
+    with settings.Context(**knobs), collectives.on_device(group, pos): return exe.run(inputs)
   except BaseException as e:
     group.abort(pos, e)
     raise
@@ -170,8 +170,9 @@ def run_one(exe, inputs: list, group, pos: int) -> list:
 def run_on_devices(exes: list, inputs: list, group, names: list) -> list:
   """Run `exes[d]` on every device d at once (inputs[d] on device names[d]); one list of output Buffers per device.
   If a device fails, its own error is raised (the others only report that it failed)."""
+  knobs = settings.scoped()   # the caller's Contexts hold in the worker threads too (DEBUG, device knobs ...)
   with _submit_lock:
-    futures = [worker(name).submit(run_one, exe, ins, group, pos)
+    futures = [worker(name).submit(run_one, exe, ins, group, pos, knobs)
                for pos, (exe, name, ins) in enumerate(zip(exes, names, inputs))]
   results, errors = [], []
   for f in futures:
@@ -338,7 +339,8 @@ class PmapFunction:
     with batching.axis_frame(self.axis_name, size):
       jaxpr = tracing.trace_flat(flat_fun, per_device, self.name, paths, FIX)
     if closes_over_a_trace(jaxpr): return None
-    entry = self._cache[key] = _Entry(jaxpr, [self._compile(jaxpr, d) for d in devs])
+    entry = _Entry(jaxpr, [self._compile(jaxpr, d) for d in devs])
+    self._cache[(key[0].detached(),) + key[1:]] = entry   # unhashable aux data is copied: callers may mutate it
     return entry
 
   def _compile(self, jaxpr, dev):
@@ -412,7 +414,8 @@ def host_values(xs: list) -> list:
 
 def split(buf, axis: int, j: int, dev):
   """Entry j of `buf` along `axis`, as a Buffer of device `dev`."""
-  piece = np.ascontiguousarray(np.take(buf.numpy(), j, axis=axis))
+  piece = np.take(buf.numpy(), j, axis=axis)
+  piece = np.ascontiguousarray(piece).reshape(piece.shape)   # (ascontiguousarray makes 0-d arrays 1-d)
   return devices_mod.get(dev.name).from_numpy(piece, buf.dtype)
 
 def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(), devices=None,

@@ -1,0 +1,165 @@
+"""nans: `jax_debug_nans` and `jax_debug_infs`, finding the first equation that made a NaN (or an inf).
+
+With `tinyjx.config.update('jax_debug_nans', True)` (or `JAX_DEBUG_NANS=1`, or `Context(JAX_DEBUG_NANS=True)`)
+every value that is computed is checked: an eager array when it is realized, a jitted function's outputs when
+the call returns. A float value holding a NaN raises `FloatingPointError`, naming the first equation that made
+one and the user's source line of it, found by running the program again op by op on the reference
+interpreter (the PYTHON device), as JAX re-runs a jitted function de-optimized:
+
+    >>> tinyjx.config.update('jax_debug_nans', True)
+    >>> jnp.log(jnp.array([-1.])) + 1          # doctest: +SKIP
+    FloatingPointError: invalid value (nan) encountered in log (f32[1]) at demo.py:3 in <module>: ...
+
+Source lines come from hooks that are installed only while a check is on (the knob's watchers), so with it
+off nothing is recorded and nothing is checked: one `is None` test per new node and per realization.
+- `uop.watcher` is told of every new node (its site is the innermost stack frame outside tinyjx and nn/) and
+  of each node `substitute` rebuilds (the copy keeps the original's site);
+- nodes a derivative rule makes get the site of the node being differentiated, with the pass named
+  ('the backward pass (vjp) of sin'); the walks in `transforms/ad` call `watcher.attributed` for that, and
+  `transforms/batching` does the same for the nodes a batching rule makes;
+- `array.nan_hook` checks what `realize_uops` computed; `jit` calls `check_jit` on its outputs.
+Eager arrays are lazy, so an eager NaN is reported when its value is computed, not when the op is written; the
+equation and line named are still the ones that made it.
+"""
+from __future__ import annotations
+import linecache, os, sys, weakref
+import numpy as np
+from tinyjx import array, dtypes, settings, uop as uop_module
+from tinyjx.uop import UOp, Ops, GroupOp
+
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))          # the tinyjx package
+_LIBRARY = (_HERE + os.sep, os.path.join(os.path.dirname(_HERE), 'nn') + os.sep)
+
+def enabled() -> tuple[bool, bool]:
+  """(check NaNs, check infs) in this thread now."""
+  return bool(settings.get('JAX_DEBUG_NANS')), bool(settings.get('JAX_DEBUG_INFS'))
+
+# ---------------------------------------------------------------- where each node came from
+
+class Site:
+  """A user source line (file, line, function) and the derivative pass that made the node, if any."""
+  __slots__ = ('file', 'line', 'func', 'phase')
+  def __init__(self, file, line, func, phase=None): self.file, self.line, self.func, self.phase = file, line, func, phase
+  def with_phase(self, phase): return Site(self.file, self.line, self.func, phase)
+  def __str__(self):
+    code = linecache.getline(self.file, self.line).strip()
+    where = f"{self.file}:{self.line} in {self.func}" + (f": {code}" if code else "")
+    return where + (f" (in {self.phase})" if self.phase else "")
+
+def user_site() -> Site | None:
+  """The innermost frame of the caller's stack whose file is not part of tinyjx or nn/."""
+  f = sys._getframe(2)
+  while f is not None:
+    path = f.f_code.co_filename
+    if not path.startswith(_LIBRARY) and not path.startswith('<frozen'):
+      return Site(path, f.f_lineno, f.f_code.co_name)
+    f = f.f_back
+  return None
+
+class Recorder:
+  """The `uop.watcher` while a check is on: node -> Site, held weakly (a node's site dies with the node)."""
+  def __init__(self):
+    self.sites: 'weakref.WeakKeyDictionary[UOp, Site]' = weakref.WeakKeyDictionary()
+    self.attribution: list = []     # innermost last: the Site new nodes get while a derivative rule runs
+  def new(self, node: UOp) -> None:
+    site = self.attribution[-1] if self.attribution else user_site()
+    if site is not None: self.sites[node] = site
+  def derived(self, new: UOp, old: UOp) -> None:
+    if (site := self.sites.get(old)) is not None: self.sites[new] = site
+  def attributed(self, node: UOp, phase: str | None, rule, *args):
+    """Run `rule(*args)` with the nodes it makes attributed to `node`'s site, in `phase` of `node`'s op (a
+    derivative pass), or in `node`'s own phase where `phase` is None (a batching rule rewrites the node)."""
+    base = self.sites.get(node) or user_site() or Site('<unknown>', 0, '?')
+    self.attribution.append(base if phase is None else base.with_phase(f"{phase} of {node.op.name.lower()}"))
+    try:
+      return rule(*args)
+    finally:
+      self.attribution.pop()
+
+recorder = Recorder()
+
+def _sync_hooks() -> None:
+  """Install the hooks while either knob is on (in the thread that changed it); remove them when both are off."""
+  on = any(enabled())
+  uop_module.watcher = recorder if on else None
+  array.nan_hook = check_realized if on else None
+
+for _knob in ('JAX_DEBUG_NANS', 'JAX_DEBUG_INFS'):
+  settings.watchers.setdefault(_knob, []).append(_sync_hooks)
+
+# ---------------------------------------------------------------- checking values and finding the culprit
+
+def _bad_kind(value, dtype, nans: bool, infs: bool) -> str | None:
+  if not dtypes.is_float(dtype): return None
+  v = np.asarray(value)
+  if v.dtype.kind not in 'fc' or v.size == 0: return None
+  if nans and np.isnan(v).any(): return 'nan'
+  if infs and np.isinf(v).any(): return 'inf'
+  return None
+
+def _node_bad(node: UOp, value, nans: bool, infs: bool) -> str | None:
+  if node.op in GroupOp.MultiOutput or isinstance(value, tuple): return None   # its GETITEMs are checked
+  return _bad_kind(value, node.dtype, nans, infs)
+
+def locate(outs: list[UOp], env: dict, nans: bool, infs: bool) -> tuple[UOp, str] | None:
+  """The first node (sources first) whose value has a NaN (or inf) when `outs` run op by op; None if none does."""
+  from tinyjx.devices import python
+  found: list = []
+  def watch(node, value):
+    if found or not node.src: return
+    kind = _node_bad(node, value, nans, infs)
+    if kind is not None:
+      found.append((node, kind))
+      raise _Found()
+  try:
+    python.evaluate(outs, env, watch=watch)
+  except _Found:
+    pass
+  return found[0] if found else None
+
+class _Found(Exception):
+  """Stops the op-by-op run at the first bad value."""
+
+def _aval(u: UOp) -> str: return f"{u.dtype.short}[{','.join(map(str, u.shape))}]"
+
+def error_for(node: UOp, kind: str, where: str = "") -> FloatingPointError:
+  site = recorder.sites.get(node)
+  line = f" at {site}" if site is not None else " (no source line was recorded for it)"
+  return FloatingPointError(f"invalid value ({kind}) encountered in {node.op.name.lower()} ({_aval(node)}){line}"
+                            f"{where}. Turn the check off with tinyjx.config.update('jax_debug_{kind}s', False).")
+
+# ---------------------------------------------------------------- the two places values are computed
+
+def check_realized(roots: list[UOp], buffers: list) -> None:
+  """`array.nan_hook`: raise if what `realize_uops` computed for `roots` holds a NaN (or inf)."""
+  nans, infs = enabled()
+  if not (nans or infs): return
+  bad = [r for r, b in zip(roots, buffers) if _bad_kind(b.numpy(), r.dtype, nans, infs)]
+  if not bad: return
+  hit = locate(bad, {}, nans, infs)
+  if hit is None:
+    kind = _bad_kind(buffers[roots.index(bad[0])].numpy(), bad[0].dtype, nans, infs)
+    raise FloatingPointError(f"invalid value ({kind}) in a computed {_aval(bad[0])} array, but running its graph op "
+                             "by op on the PYTHON reference device gives none: the compiled kernels differ from the "
+                             "reference here (please report it, with the DEBUG=4 output)")
+  raise error_for(*hit)
+
+def outputs_bad(buffers: list) -> list[int]:
+  """Indices of the jitted outputs holding a NaN (or inf), when a check is on."""
+  nans, infs = enabled()
+  if not (nans or infs): return []
+  return [i for i, b in enumerate(buffers) if _bad_kind(b.numpy(), b.dtype, nans, infs)]
+
+def hunt(jaxpr, inputs: list, name: str, first_bad: int) -> FloatingPointError:
+  """The error for a jitted call whose output `first_bad` was bad: `jaxpr` (traced again with sites recorded)
+  runs op by op on `inputs` (numpy values, one per param)."""
+  nans, infs = enabled()
+  env = {p: np.asarray(v).reshape(p.shape).astype(p.dtype.np) for p, v in zip(jaxpr.params, inputs)}
+  hit = locate(list(jaxpr.outs), env, nans, infs)
+  if hit is None:
+    return FloatingPointError(f"{name}: output {first_bad} holds an invalid value, but the function run op by op on "
+                              "the PYTHON reference device gives none: the compiled kernels differ from the "
+                              "reference here (please report it, with the DEBUG=4 output)")
+  return error_for(*hit, where=f", inside {name}")
+
+_sync_hooks()

@@ -1,0 +1,609 @@
+"""lax.linalg: matrix factorizations (cholesky, triangular_solve, lu, qr, eigh, svd) built from tinyjx's own ops.
+
+Every factorization is a loop of masked whole-matrix (or whole-panel) updates written with `lax.fori_loop`, so it
+lowers like any other program: the loop body is compiled once and runs as real loop iterations; nothing calls
+numpy or LAPACK at run time. Inputs are (..., m, n) arrays: leading dims are batch dims and every update
+broadcasts over them, so `vmap` batches the loops too. Integer inputs are promoted to the default float (as JAX).
+
+The algorithms: Cholesky by columns, and for n > BLOCK by panels of BLOCK columns with one matmul per trailing
+update; triangular solves by forward substitution (upper triangles are solved as lower ones of the reversed
+matrix); LU with partial pivoting (LAPACK's pivot choice: the first entry of largest magnitude); Householder QR
+with LAPACK's reflector convention (so signs match numpy); eigh by cyclic Jacobi in round-robin order, n/2
+disjoint rotations at a time, for a fixed number of sweeps; SVD by one-sided Jacobi in the same order, then a
+Householder QR of the orthogonalized columns for U (complete and orthonormal even when A is rank deficient).
+
+Derivatives: each public function is a `custom_jvp` whose rule is the closed form (JAX's rules). A rule computes
+its primal outputs with the public (custom) functions, so higher derivatives use the rules again, and its
+tangents with the raw loops (`_..._raw`), which are linear in the tangent and transpose as scans.
+"""
+from __future__ import annotations
+import functools, operator
+from typing import NamedTuple
+from tinyjx import dtypes
+from tinyjx.array import Array
+import tinyjx.numpy as jnp
+from tinyjx.transforms.control_flow import fori_loop, dynamic_index_in_dim, dynamic_slice_in_dim
+from tinyjx.transforms.control_flow import dynamic_update_slice_in_dim
+from tinyjx.transforms.custom import custom_jvp
+
+BLOCK = 32          # Cholesky factors panels of this many columns once n exceeds it
+SWEEPS = {4: 6, 8: 10}    # Jacobi sweeps by itemsize (float32, float64); cyclic Jacobi converges quadratically
+
+__all__ = ['cholesky', 'triangular_solve', 'lu', 'lu_pivots_to_permutation', 'qr', 'eigh', 'svd', 'EighResult']
+
+# ---------------------------------------------------------------- argument checks and small helpers
+
+def as_float_matrix(x, fn: str, square: bool = True) -> Array:
+  """`x` as a float array of rank >= 2 (integers promote to the default float); square when `square`."""
+  x = jnp.asarray(x)
+  if x.dtype.kind not in 'fiub':
+    raise TypeError(f"{fn}: dtype {x.dtype} is not supported; convert the input to a float dtype")
+  if not dtypes.is_float(x.dtype): x = jnp.astype(x, dtypes.default_float())
+  if x.ndim < 2 or (square and x.shape[-1] != x.shape[-2]):
+    want = "a square matrix (..., n, n)" if square else "a matrix (..., m, n)"
+    raise ValueError(f"{fn}: expected {want}, got shape {x.shape}; leading dims are batch dims"
+                     + ("; for a non-square matrix use qr, svd or lstsq" if square and x.ndim >= 2 else ""))
+  return x
+
+def mT(x: Array) -> Array: return jnp.swapaxes(x, -1, -2)
+def col(a: Array, j) -> Array: return dynamic_index_in_dim(a, j, axis=a.ndim - 1, keepdims=False)
+def row(a: Array, i) -> Array: return dynamic_index_in_dim(a, i, axis=a.ndim - 2, keepdims=False)
+def entry(v: Array, i) -> Array: return dynamic_index_in_dim(v, i, axis=v.ndim - 1, keepdims=False)
+def outer(u: Array, v: Array) -> Array: return u[..., :, None] * v[..., None, :]
+def flip2(a: Array) -> Array: return jnp.flip(a, (-2, -1))
+def eye_like(a: Array, n: int) -> Array: return jnp.broadcast_to(jnp.eye(n, dtype=a.dtype), a.shape[:-2] + (n, n))
+
+def sweeps(dtype) -> int: return SWEEPS.get(dtype.itemsize, 10)
+
+def safe_div(x: Array, d: Array) -> Array:
+  """x / d where d != 0, else x (the caller has made x 0 there): a singular pivot leaves its column alone."""
+  return x / jnp.where(d == 0, jnp.ones_like(d), d)
+
+# ---------------------------------------------------------------- Cholesky
+
+def cholesky_columns(a: Array) -> Array:
+  """Lower Cholesky factor by columns: step j scales column j by sqrt(a[j, j]) and subtracts its outer product
+  from the trailing matrix. Only the lower triangle of `a` is read."""
+  n = a.shape[-1]
+  rows = jnp.arange(n)
+  def step(j, l):
+    c = col(l, j)
+    d = jnp.sqrt(entry(c, j))[..., None]
+    c = jnp.where(rows > j, c / d, jnp.where(rows == j, d, 0))
+    trailing = (rows[:, None] > j) & (rows[None, :] > j)
+    l = jnp.where(trailing, l - outer(c, c), l)
+    return jnp.where(rows == j, c[..., :, None], l)
+  return jnp.tril(fori_loop(0, n, step, jnp.tril(a)))
+
+def cholesky_blocked(a: Array, b: int = BLOCK) -> Array:
+  """Right-looking blocked Cholesky: the matrix is padded with identity to a multiple of `b`; block k factors the
+  panel of columns [kb, kb + b) by columns, then updates the trailing matrix with one (N x b) @ (b x N) matmul."""
+  n = a.shape[-1]
+  big = -(-n // b) * b
+  pad = [(0, 0)] * (a.ndim - 2) + [(0, big - n)] * 2
+  a = jnp.pad(jnp.tril(a), pad) + jnp.diag((jnp.arange(big) >= n).astype(a.dtype))
+  rows, cols = jnp.arange(big), jnp.arange(b)
+  def block(k, l):
+    j0 = k * b
+    panel = factor_panel(dynamic_slice_in_dim(l, j0, b, axis=l.ndim - 1), j0, rows, cols)
+    below = jnp.where((rows >= j0 + b)[:, None], panel, 0)
+    trailing = (rows[:, None] >= j0 + b) & (rows[None, :] >= j0 + b)
+    l = jnp.where(trailing, l - below @ mT(below), l)
+    return dynamic_update_slice_in_dim(l, panel, j0, axis=l.ndim - 1)
+  l = fori_loop(0, big // b, block, a)
+  return jnp.tril(l[..., :n, :n])
+
+def factor_panel(panel: Array, j0, rows: Array, cols: Array) -> Array:
+  """Cholesky of the panel of columns [j0, j0 + b) (shape (..., N, b)), its earlier columns already applied."""
+  def step(jj, p):
+    j = j0 + jj
+    c = col(p, jj)
+    d = jnp.sqrt(entry(c, j))[..., None]
+    c = jnp.where(rows > j, c / d, jnp.where(rows == j, d, 0))
+    c_at_cols = dynamic_slice_in_dim(c, j0, cols.shape[0], axis=c.ndim - 1)   # c[j0 + jj'] for panel column jj'
+    upd = (rows[:, None] > j) & (cols[None, :] > jj)
+    p = jnp.where(upd, p - outer(c, c_at_cols), p)
+    return jnp.where(cols == jj, c[..., :, None], p)
+  return fori_loop(0, cols.shape[0], step, panel)
+
+def _cholesky_raw(a: Array) -> Array:
+  return cholesky_blocked(a) if a.shape[-1] > BLOCK else cholesky_columns(a)
+
+@custom_jvp
+def _cholesky(a):
+  return _cholesky_raw(a)
+
+@_cholesky.defjvp
+def cholesky_jvp(primals, tangents):
+  """L' = L Phi(L^-1 A' L^-T), Phi taking the lower triangle with the diagonal halved."""
+  (a,), (da,) = primals, tangents
+  l = _cholesky(a)
+  x = mT(_lower_solve(l, mT(_lower_solve(l, da))))           # L^-1 dA L^-T (dA symmetric)
+  phi = jnp.tril(x, -1) + 0.5 * x * jnp.eye(a.shape[-1], dtype=a.dtype)
+  return l, l @ phi
+
+def cholesky(x, *, symmetrize_input: bool = True) -> Array:
+  """Lower Cholesky factor L of the symmetric positive-definite `x` (..., n, n): x = L @ L.T, as
+  `jax.lax.linalg.cholesky`. A matrix that is not positive definite gives NaNs (no error, as JAX).
+
+  >>> import tinyjx.numpy as jnp; from tinyjx import lax
+  >>> lax.linalg.cholesky(jnp.array([[4., 2.], [2., 5.]])).tolist()
+  [[2.0, 0.0], [1.0, 2.0]]
+  """
+  a = as_float_matrix(x, "cholesky")
+  if symmetrize_input: a = (a + mT(a)) / 2
+  return _cholesky(a)
+
+# ---------------------------------------------------------------- triangular solves
+
+def _lower_solve(l: Array, b: Array, unit: bool = False) -> Array:
+  """X with tril(l) @ X = b, by forward substitution over rows; l (..., n, n), b (..., n, k), batch dims
+  broadcast. Only the lower triangle of l is read (only its strict lower triangle when `unit`)."""
+  n = l.shape[-1]
+  l = jnp.tril(l, -1) if unit else jnp.tril(l)
+  shape = jnp.broadcast_shapes(l.shape[:-2], b.shape[:-2])
+  b = jnp.broadcast_to(b, shape + b.shape[-2:])
+  rows = jnp.arange(n)
+  def step(i, x):
+    li = row(l, i)
+    r = row(b, i) - jnp.einsum('...j,...jk->...k', li, x)
+    xi = r if unit else r / entry(li, i)[..., None]
+    return jnp.where((rows == i)[:, None], xi[..., None, :], x)
+  return fori_loop(0, n, step, jnp.zeros_like(b))
+
+def _solve_raw(a: Array, b: Array, left_side: bool, lower: bool, transpose_a: bool, unit: bool) -> Array:
+  """op(a) X = b (left side) or X op(a) = b, op transposing when `transpose_a`, with one lower forward solve:
+  X op(a) = b is op(a)^T X^T = b^T, and an upper system U X = b is the lower system (J U J)(J X) = J b, J the
+  reversal."""
+  if not left_side: return mT(_solve_raw(a, mT(b), True, lower, not transpose_a, unit))
+  tri = jnp.tril(a) if lower else jnp.triu(a)
+  if transpose_a: tri, lower = mT(tri), not lower
+  if lower: return _lower_solve(tri, b, unit)
+  return jnp.flip(_lower_solve(flip2(tri), jnp.flip(b, -2), unit), -2)
+
+@functools.lru_cache(maxsize=None)
+def _triangular_solve_fn(left_side: bool, lower: bool, transpose_a: bool, unit: bool):
+  """The custom_jvp function for one setting of the static flags."""
+  @custom_jvp
+  def solve(a, b):
+    return _solve_raw(a, b, left_side, lower, transpose_a, unit)
+  @solve.defjvp
+  def triangular_solve_jvp(primals, tangents):
+    """X' = op(A)^-1 (B' - op(A') X) on the left, (B' - X op(A')) op(A)^-1 on the right; A' restricted to the
+    triangle the solve reads."""
+    (a, b), (da, db) = primals, tangents
+    x = solve(a, b)
+    da = (jnp.tril(da, -1 if unit else 0) if lower else jnp.triu(da, 1 if unit else 0))
+    op_da = mT(da) if transpose_a else da
+    rhs = db - (op_da @ x if left_side else x @ op_da)
+    return x, _solve_raw(a, rhs, left_side, lower, transpose_a, unit)
+  return solve
+
+def triangular_solve(a, b, *, left_side: bool = False, lower: bool = False, transpose_a: bool = False,
+                     conjugate_a: bool = False, unit_diagonal: bool = False) -> Array:
+  """Solve op(a) @ x = b (`left_side=True`) or x @ op(a) = b for x, with `a` triangular (..., n, n), as
+  `jax.lax.linalg.triangular_solve`. Only the `lower` (or upper) triangle of `a` is read; op(a) is a.T when
+  `transpose_a`; `unit_diagonal` takes the diagonal as ones. `b` is (..., n, k) on the left, (..., k, n) on the
+  right; batch dims broadcast. `conjugate_a` is accepted (tinyjx has no complex dtypes).
+
+  >>> import tinyjx.numpy as jnp; from tinyjx import lax
+  >>> lax.linalg.triangular_solve(jnp.array([[2., 0.], [1., 1.]]), jnp.array([[2.], [3.]]),
+  ...                             left_side=True, lower=True).tolist()
+  [[1.0], [2.0]]
+  """
+  a = as_float_matrix(a, "triangular_solve")
+  b = jnp.asarray(b)
+  if b.ndim < 2:
+    raise ValueError(f"triangular_solve: b must be a matrix (..., n, k) (or (..., k, n) with left_side=False), "
+                     f"got shape {b.shape}; add a trailing axis with b[..., None]")
+  n, k = a.shape[-1], (b.shape[-2] if left_side else b.shape[-1])
+  if n != k:
+    side = "b.shape[-2]" if left_side else "b.shape[-1]"
+    raise ValueError(f"triangular_solve: a of shape {a.shape} needs {side} == {n}, got b of shape {b.shape}")
+  dt = jnp.promote_types(a.dtype, b.dtype if dtypes.is_float(b.dtype) else a.dtype)
+  a, b = jnp.astype(a, dt), jnp.astype(b, dt)
+  return _triangular_solve_fn(bool(left_side), bool(lower), bool(transpose_a), bool(unit_diagonal))(a, b)
+
+# ---------------------------------------------------------------- LU with partial pivoting
+
+def _lu_raw(a: Array) -> tuple[Array, Array, Array]:
+  """(lu, pivots, permutation) of a (..., m, n): step j swaps row j with the row of largest |a[r, j]| (r >= j;
+  the first such, as LAPACK), then eliminates below the pivot. A zero pivot column is left as is."""
+  m, n = a.shape[-2:]
+  k = min(m, n)
+  rows, cols, steps = jnp.arange(m), jnp.arange(n), jnp.arange(k)
+  batch = a.shape[:-2]
+  def step(j, carry):
+    a, piv, perm = carry
+    p = jnp.argmax(jnp.where(rows >= j, jnp.abs(col(a, j)), -1), axis=-1).astype(jnp.int32)
+    a, perm = swap_rows(a, j, p, rows), swap_entries(perm, j, p, rows)
+    piv = jnp.where(steps == j, p[..., None], piv)
+    d = entry(col(a, j), j)[..., None]
+    l = jnp.where(rows > j, safe_div(col(a, j), d), 0)
+    u = jnp.where(cols > j, row(a, j), 0)
+    a = a - outer(l, u)
+    return jnp.where((rows[:, None] > j) & (cols[None, :] == j), l[..., :, None], a), piv, perm
+  piv0 = jnp.zeros(batch + (k,), jnp.int32)
+  perm0 = jnp.broadcast_to(jnp.arange(m, dtype=jnp.int32), batch + (m,))
+  return fori_loop(0, k, step, (a, piv0, perm0))
+
+def swap_rows(a: Array, i, p: Array, rows: Array) -> Array:
+  """a with rows i (a loop index) and p (one per batch entry) exchanged."""
+  ri = row(a, i)
+  rp = jnp.sum(jnp.where(rows[:, None] == p[..., None, None], a, 0), axis=-2)
+  out = jnp.where((rows == p[..., None])[..., :, None], ri[..., None, :], a)
+  return jnp.where((rows == i)[:, None], rp[..., None, :], out)
+
+def swap_entries(v: Array, i, p: Array, rows: Array) -> Array:
+  vi = entry(v, i)[..., None]
+  vp = jnp.sum(jnp.where(rows == p[..., None], v, 0), axis=-1, keepdims=True)
+  return jnp.where(rows == i, vp, jnp.where(rows == p[..., None], vi, v))
+
+@custom_jvp
+def _lu(a):
+  return _lu_raw(a)
+
+@_lu.defjvp
+def lu_jvp(primals, tangents):
+  """With P A = L U: X = L^-1 P A' U^-1, L' = L tril(X, -1), U' = triu(X) U (square matrices)."""
+  (a,), (da,) = primals, tangents
+  lu_, piv, perm = _lu(a)
+  if a.shape[-1] != a.shape[-2]:
+    raise NotImplementedError(f"lu: the derivative is implemented for square matrices only, got shape {a.shape}")
+  l, u = unit_lower(lu_), jnp.triu(lu_)
+  pda = jnp.take_along_axis(da, perm[..., :, None], axis=-2)
+  x = _solve_raw(u, _lower_solve(l, pda, unit=True), False, False, False, False)
+  dlu = l @ jnp.tril(x, -1) + jnp.triu(x) @ u
+  return (lu_, piv, perm), (dlu, jnp.zeros_like(piv), jnp.zeros_like(perm))
+
+def unit_lower(lu_: Array) -> Array: return jnp.tril(lu_, -1) + jnp.eye(lu_.shape[-1], dtype=lu_.dtype)
+
+def lu(x) -> tuple[Array, Array, Array]:
+  """LU decomposition with partial pivoting of x (..., m, n), as `jax.lax.linalg.lu`: (lu, pivots, permutation),
+  lu holding L (unit diagonal, below) and U (on and above the diagonal), pivots (int32, LAPACK's: row j was
+  swapped with row pivots[j]) and the permutation with x[permutation] == L @ U.
+
+  >>> import tinyjx.numpy as jnp; from tinyjx import lax
+  >>> [v.tolist() for v in lax.linalg.lu(jnp.array([[1., 2.], [3., 4.]]))[1:]]
+  [[1, 1], [1, 0]]
+  """
+  return _lu(as_float_matrix(x, "lu", square=False))
+
+def lu_pivots_to_permutation(pivots, permutation_size: int) -> Array:
+  """The permutation that LAPACK-style `pivots` (row j swapped with pivots[j], in order) apply, as
+  `jax.lax.linalg.lu_pivots_to_permutation`.
+
+  >>> import tinyjx.numpy as jnp; from tinyjx import lax
+  >>> lax.linalg.lu_pivots_to_permutation(jnp.array([2, 2], dtype=jnp.int32), 3).tolist()
+  [2, 0, 1]
+  """
+  piv = jnp.astype(jnp.asarray(pivots), jnp.int32)
+  rows = jnp.arange(permutation_size)
+  def step(j, perm): return swap_entries(perm, j, entry(piv, j), rows)
+  perm0 = jnp.broadcast_to(jnp.arange(permutation_size, dtype=jnp.int32), piv.shape[:-1] + (permutation_size,))
+  return fori_loop(0, piv.shape[-1], step, perm0)
+
+# ---------------------------------------------------------------- Householder QR
+
+def _qr_raw(a: Array) -> tuple[Array, Array]:
+  """(Q (..., m, m), R (..., m, n)) by Householder reflectors H = I - tau v v^T, v[j] = 1, chosen as LAPACK's
+  dlarfg: R[j, j] = -sign(a[j, j]) * norm (sign(0) = +), and no reflection when the column is zero below j."""
+  m, n = a.shape[-2:]
+  rows = jnp.arange(m)
+  def step(j, carry):
+    r, q = carry
+    x = jnp.where(rows >= j, col(r, j), 0)
+    alpha = entry(x, j)
+    below = jnp.sqrt(jnp.sum(jnp.where(rows > j, x * x, 0), axis=-1))
+    beta = jnp.where(alpha >= 0, -1, 1) * jnp.sqrt(alpha * alpha + below * below)
+    none = below == 0
+    tau = jnp.where(none, 0, (beta - alpha) / jnp.where(none, 1, beta))
+    v = jnp.where(rows > j, x / jnp.where(none, 1, alpha - beta)[..., None], jnp.where(rows == j, 1, 0))
+    r = r - tau[..., None, None] * outer(v, jnp.einsum('...i,...ij->...j', v, r))
+    q = q - tau[..., None, None] * outer(jnp.einsum('...ij,...j->...i', q, v), v)
+    return r, q
+  r, q = fori_loop(0, min(m, n), step, (a, eye_like(a, m)))
+  return q, jnp.triu(r)
+
+@functools.lru_cache(maxsize=None)
+def _qr_fn(full_matrices: bool):
+  @custom_jvp
+  def qr_(a):
+    q, r = _qr_raw(a)
+    if full_matrices: return q, r
+    k = min(a.shape[-2:])
+    return q[..., :, :k], r[..., :k, :]
+  @qr_.defjvp
+  def qr_jvp(primals, tangents):
+    """C = Q^T A' R^-1, Omega = tril(C, -1) - tril(C, -1)^T: R' = (C - Omega) R, Q' = A' R^-1 + Q (Omega - C)."""
+    (a,), (da,) = primals, tangents
+    q, r = qr_(a)
+    m, n = a.shape[-2:]
+    if m < n or (full_matrices and m != n):
+      raise NotImplementedError(f"qr: the derivative is implemented for m >= n with reduced Q (mode='reduced'), "
+                                f"got shape {a.shape} with full_matrices={full_matrices}")
+    da_rinv = _solve_raw(r, da, False, False, False, False)
+    c = mT(q) @ da_rinv
+    omega = jnp.tril(c, -1) - mT(jnp.tril(c, -1))
+    return (q, r), (da_rinv + q @ (omega - c), (c - omega) @ r)
+  return qr_
+
+def qr(x, *, pivoting: bool = False, full_matrices: bool = True, use_magma=None) -> tuple[Array, Array]:
+  """QR decomposition of x (..., m, n) by Householder reflections, as `jax.lax.linalg.qr`: (Q, R) with Q
+  (..., m, m) orthogonal and R (..., m, n) upper triangular; `full_matrices=False` gives Q (..., m, k) and
+  R (..., k, n), k = min(m, n). Signs follow LAPACK (so numpy's). Column pivoting is not supported.
+
+  >>> import tinyjx.numpy as jnp; from tinyjx import lax
+  >>> q, r = lax.linalg.qr(jnp.array([[3., 1.], [4., 2.]]))
+  >>> [round(v, 4) for v in r[0].tolist()]
+  [-5.0, -2.2]
+  """
+  if pivoting:
+    raise NotImplementedError("qr: pivoting=True (column-pivoted QR) is not supported in tinyjx; use pivoting=False")
+  return _qr_fn(bool(full_matrices))(as_float_matrix(x, "qr", square=False))
+
+# ---------------------------------------------------------------- Jacobi: round-robin order and rotations
+
+@functools.lru_cache(maxsize=None)
+def round_robin(n: int) -> tuple:
+  """For even n: positions (2k, 2k + 1) are paired; after each step the contents move to new positions
+  (new[p] = old[src[p]]) so that n - 1 steps pair every two indices once (the circle method: the first index
+  stays, the others rotate)."""
+  h = n // 2
+  if h == 1: return (0, 1)
+  top, bot = list(range(0, n, 2)), list(range(1, n, 2))
+  new_top = [top[0]] + [bot[0]] + top[1:h - 1]
+  new_bot = bot[1:] + [top[h - 1]]
+  src = [0] * n
+  for k in range(h): src[2 * k], src[2 * k + 1] = new_top[k], new_bot[k]
+  return tuple(src)
+
+def rotation(app: Array, aqq: Array, apq: Array) -> tuple[Array, Array]:
+  """(c, s) of the Jacobi rotation J = [[c, s], [-s, c]] with J^T [[app, apq], [apq, aqq]] J diagonal
+  (Golub & Van Loan's sym.schur2); the identity where apq == 0."""
+  zero = apq == 0
+  theta = (aqq - app) / (2 * jnp.where(zero, 1, apq))
+  big = jnp.abs(theta) > 1
+  safe = jnp.where(big, theta, 1)
+  root = jnp.where(big, jnp.abs(theta) * jnp.sqrt(1 + (1 / safe) ** 2), jnp.sqrt(1 + theta * theta))
+  t = jnp.where(zero, 0, jnp.where(theta >= 0, 1, -1) / (jnp.abs(theta) + root))
+  c = 1 / jnp.sqrt(1 + t * t)
+  return c, t * c
+
+def pairs(x: Array) -> tuple[Array, Array]:
+  """The even and odd columns of x (..., m, n): the two halves of each round-robin pair."""
+  p = jnp.reshape(x, x.shape[:-1] + (x.shape[-1] // 2, 2))
+  return p[..., 0], p[..., 1]
+
+def rotate_columns(x: Array, c: Array, s: Array) -> Array:
+  """x @ J for the block-diagonal J of the n/2 rotations (c[k], s[k]) on column pairs (2k, 2k + 1)."""
+  x0, x1 = pairs(x)
+  c, s = c[..., None, :], s[..., None, :]
+  return jnp.reshape(jnp.stack([c * x0 - s * x1, s * x0 + c * x1], axis=-1), x.shape)
+
+def pad_to_even(a: Array, both: bool) -> Array:
+  """a with one zero column (and row, when `both`) appended if its column count is odd: a decoupled dummy index
+  that rotations leave alone (its off-diagonal entries are exactly zero)."""
+  if a.shape[-1] % 2 == 0: return a
+  pad = [(0, 0)] * (a.ndim - 2) + [(0, 1 if both else 0), (0, 1)]
+  return jnp.pad(a, pad)
+
+# ---------------------------------------------------------------- eigh by two-sided Jacobi
+
+def _eigh_raw(a: Array) -> tuple[Array, Array]:
+  """(w ascending, V) with a = V diag(w) V^T, a symmetric: cyclic Jacobi sweeps of n - 1 round-robin steps, each
+  zeroing n/2 disjoint off-diagonal pairs at once."""
+  n = a.shape[-1]
+  a = pad_to_even(a, both=True)
+  big = a.shape[-1]
+  src = jnp.array(round_robin(big), dtype=jnp.int32)
+  def step(_, carry):
+    a, v = carry
+    diag = jnp.diagonal(a, axis1=-2, axis2=-1)
+    off = jnp.diagonal(a, offset=1, axis1=-2, axis2=-1)[..., ::2]
+    c, s = rotation(diag[..., 0::2], diag[..., 1::2], off)
+    a = mT(rotate_columns(mT(rotate_columns(a, c, s)), c, s))
+    v = rotate_columns(v, c, s)
+    return jnp.take(jnp.take(a, src, axis=-1), src, axis=-2), jnp.take(v, src, axis=-1)
+  a, v = fori_loop(0, sweeps(a.dtype) * (big - 1), step, (a, eye_like(a, big)))
+  w = jnp.diagonal(a, axis1=-2, axis2=-1)
+  if big != n: w = jnp.where(v[..., n, :] == 1, jnp.inf, w)   # the dummy sorts last, then is cut off
+  order = jnp.argsort(w, axis=-1)
+  w = jnp.take_along_axis(w, order, axis=-1)[..., :n]
+  v = jnp.take_along_axis(v, order[..., None, :], axis=-1)[..., :n, :n]
+  return w, v
+
+class EighResult(NamedTuple):
+  eigenvalues: Array
+  eigenvectors: Array
+
+@custom_jvp
+def _eigh(a):
+  return _eigh_raw(a)
+
+@_eigh.defjvp
+def eigh_jvp(primals, tangents):
+  """With A = V diag(w) V^T and S = V^T A' V: w' = diag(S), V' = V (F * S), F[i, j] = 1 / (w[j] - w[i]) off the
+  diagonal and 0 on it (A' symmetric)."""
+  (a,), (da,) = primals, tangents
+  w, v = _eigh(a)
+  s = mT(v) @ da @ v
+  eye = jnp.eye(a.shape[-1], dtype=a.dtype)
+  f = 1 / (w[..., None, :] - w[..., :, None] + eye) - eye
+  return (w, v), (jnp.diagonal(s, axis1=-2, axis2=-1), v @ (f * s))
+
+def symmetric_from(a: Array, lower: bool, symmetrize_input: bool) -> Array:
+  """The symmetric matrix eigh factors: (a + a^T) / 2, or the one given by a's lower (upper) triangle."""
+  if symmetrize_input: return (a + mT(a)) / 2
+  tri = jnp.tril(a) if lower else jnp.triu(a)
+  return tri + mT(tri) - tri * jnp.eye(a.shape[-1], dtype=a.dtype)
+
+def eigh(x, *, lower: bool = True, symmetrize_input: bool = True, sort_eigenvalues: bool = True,
+         subset_by_index=None) -> tuple[Array, Array]:
+  """Eigenvectors and eigenvalues of the symmetric x (..., n, n), as `jax.lax.linalg.eigh`: (v, w) with
+  x = v @ diag(w) @ v.T and w ascending. `symmetrize_input` uses (x + x.T) / 2; otherwise only the `lower` (or
+  upper) triangle is read. Computed by cyclic Jacobi with a fixed number of sweeps.
+
+  >>> import tinyjx.numpy as jnp; from tinyjx import lax
+  >>> [round(e, 4) for e in lax.linalg.eigh(jnp.array([[2., 1.], [1., 2.]]))[1].tolist()]
+  [1.0, 3.0]
+  """
+  if subset_by_index is not None:
+    raise NotImplementedError("eigh: subset_by_index is not supported in tinyjx; slice the full result instead")
+  a = symmetric_from(as_float_matrix(x, "eigh"), lower, symmetrize_input)
+  w, v = _eigh(a)
+  return v, w
+
+# ---------------------------------------------------------------- SVD by one-sided Jacobi
+
+def orthogonalize_columns(a: Array) -> tuple[Array, Array]:
+  """(W, V) with W = a V of mutually orthogonal columns and V orthogonal (a has m >= n columns... any shape): the
+  one-sided (Hestenes) Jacobi method, each rotation computed from the 2 x 2 Gram matrix of a column pair."""
+  n = a.shape[-1]
+  src = jnp.array(round_robin(n), dtype=jnp.int32)
+  def step(_, carry):
+    w, v = carry
+    w0, w1 = pairs(w)
+    c, s = rotation(jnp.sum(w0 * w0, axis=-2), jnp.sum(w1 * w1, axis=-2), jnp.sum(w0 * w1, axis=-2))
+    return jnp.take(rotate_columns(w, c, s), src, axis=-1), jnp.take(rotate_columns(v, c, s), src, axis=-1)
+  return fori_loop(0, sweeps(a.dtype) * (n - 1), step, (a, eye_like(a, n)))
+
+def _svd_tall(a: Array, compute_uv: bool) -> tuple:
+  """(U (..., m, m), s, V (..., n, n)) of a (..., m, n) with m >= n, or s alone."""
+  n = a.shape[-1]
+  w, v = orthogonalize_columns(pad_to_even(a, both=False))
+  s = jnp.sqrt(jnp.sum(w * w, axis=-2))
+  key = jnp.where(v[..., n, :] == 1, -1, s) if w.shape[-1] != n else s
+  order = jnp.argsort(-key, axis=-1)[..., :n]
+  s = jnp.take_along_axis(s, order, axis=-1)
+  if not compute_uv: return (s,)
+  w = jnp.take_along_axis(w, order[..., None, :], axis=-1)
+  v = jnp.take_along_axis(v, order[..., None, :], axis=-1)[..., :n, :]
+  q, r = _qr_raw(w)
+  sign = jnp.where(jnp.diagonal(r, axis1=-2, axis2=-1) < 0, -1, 1).astype(a.dtype)
+  u = q * jnp.concatenate([sign, jnp.ones(q.shape[:-2] + (q.shape[-1] - n,), a.dtype)], axis=-1)[..., None, :]
+  return u, s, v
+
+def _svd_raw(a: Array, full_matrices: bool, compute_uv: bool) -> tuple:
+  """(U, s, Vh) (or (s,)) for any m, n: a wide matrix is factored through its transpose."""
+  m, n = a.shape[-2:]
+  k = min(m, n)
+  if m < n:
+    out = _svd_tall(mT(a), compute_uv)
+    if not compute_uv: return out
+    v, s, u = out
+  else:
+    out = _svd_tall(a, compute_uv)
+    if not compute_uv: return out
+    u, s, v = out
+  if not full_matrices: u, v = u[..., :, :k], v[..., :, :k]
+  return u, s, mT(v)
+
+@functools.lru_cache(maxsize=None)
+def _svd_fn(full_matrices: bool, compute_uv: bool):
+  @custom_jvp
+  def svd_(a):
+    return _svd_raw(a, full_matrices, compute_uv)
+  @svd_.defjvp
+  def svd_jvp(primals, tangents):
+    """With A = U S V^T (reduced) and D = U^T A' V: s' = diag(D); U' = U (F * (D S + S D^T) + J) + (I - U U^T)
+    A' V S^-1 and V' = V (F * (S D + D^T S)) + (I - V V^T) A'^T U S^-1, F[i, j] = 1 / (s_j^2 - s_i^2) off the
+    diagonal, J = (D - D^T) / 2 S^-1."""
+    (a,), (da,) = primals, tangents
+    out = svd_(a)
+    if not compute_uv:
+      u, s, vh = _svd_fn(False, True)(a)
+      return out, (jnp.diagonal(mT(u) @ da @ mT(vh), axis1=-2, axis2=-1),)
+    if full_matrices:
+      raise NotImplementedError("svd: the derivative of U and Vh is implemented for full_matrices=False only (as "
+                                "JAX); call svd(a, full_matrices=False)")
+    u, s, vh = out
+    return out, svd_tangents(da, u, s, mT(vh))
+  return svd_
+
+def svd_tangents(da: Array, u: Array, s: Array, v: Array) -> tuple:
+  m, n = da.shape[-2:]
+  eye = jnp.eye(s.shape[-1], dtype=s.dtype)
+  d = mT(u) @ da @ v
+  sr, sc = s[..., None, :], s[..., :, None]
+  f = 1 / ((sr - sc) * (sr + sc) + eye) - eye
+  s_inv = jnp.where(s == 0, 0, 1 / jnp.where(s == 0, 1, s))
+  j = 0.5 * (d - mT(d)) * s_inv[..., None, :] * eye
+  du = u @ (f * (d * sr + sc * mT(d)) + j)
+  dv = v @ (f * (sc * d + mT(d) * sr))
+  if m > n: du = du + (da @ v - u @ (mT(u) @ da @ v)) * s_inv[..., None, :]
+  if n > m: dv = dv + (mT(da) @ u - v @ (mT(v) @ mT(da) @ u)) * s_inv[..., None, :]
+  return du, jnp.diagonal(d, axis1=-2, axis2=-1), mT(dv)
+
+def svd(x, *, full_matrices: bool = True, compute_uv: bool = True, subset_by_index=None, algorithm=None):
+  """Singular value decomposition of x (..., m, n), as `jax.lax.linalg.svd`: (u, s, vh) with
+  x = u[..., :, :k] * s[..., None, :] @ vh[..., :k, :] and s descending; `full_matrices=False` keeps k = min(m, n)
+  columns of u and rows of vh; `compute_uv=False` returns s alone. One-sided Jacobi, then QR for u.
+
+  >>> import tinyjx.numpy as jnp; from tinyjx import lax
+  >>> [round(v, 4) for v in lax.linalg.svd(jnp.array([[3., 0.], [0., -4.]]), compute_uv=False).tolist()]
+  [4.0, 3.0]
+  """
+  if subset_by_index is not None:
+    raise NotImplementedError("svd: subset_by_index is not supported in tinyjx; slice the full result instead")
+  a = as_float_matrix(x, "svd", square=False)
+  out = _svd_fn(bool(full_matrices), bool(compute_uv))(a)
+  return out[0] if not compute_uv else tuple(out)
+
+# ---------------------------------------------------------------- solves built on the factorizations
+
+def _lu_solve_raw(lu_: Array, perm: Array, b: Array) -> Array:
+  """X with A X = b from A's (lu, permutation): U^-1 L^-1 b[perm]; b (..., n, k), batch dims broadcast."""
+  shape = jnp.broadcast_shapes(lu_.shape[:-2], b.shape[:-2])
+  b = jnp.broadcast_to(b, shape + b.shape[-2:])
+  perm = jnp.broadcast_to(perm, shape + perm.shape[-1:])
+  pb = jnp.take_along_axis(b, perm[..., :, None], axis=-2)
+  y = _lower_solve(lu_, pb, unit=True)
+  return _solve_raw(lu_, y, True, False, False, False)
+
+@custom_jvp
+def _solve(a, b):
+  lu_, _, perm = _lu(a)
+  return _lu_solve_raw(lu_, perm, b)
+
+@_solve.defjvp
+def solve_jvp(primals, tangents):
+  """X = A^-1 B: X' = A^-1 (B' - A' X), with the same LU factors."""
+  (a, b), (da, db) = primals, tangents
+  lu_, _, perm = _lu(a)
+  x = _solve(a, b)
+  return x, _lu_solve_raw(lu_, perm, db - da @ x)
+
+def det_from_lu(lu_: Array, piv: Array) -> Array:
+  """prod(diag U) times the sign of the row swaps."""
+  swaps = jnp.sum((piv != jnp.arange(piv.shape[-1], dtype=piv.dtype)).astype(jnp.int32), axis=-1)
+  sign = jnp.where(swaps % 2 == 1, -1, 1).astype(lu_.dtype)
+  return sign * jnp.prod(jnp.diagonal(lu_, axis1=-2, axis2=-1), axis=-1)
+
+@custom_jvp
+def _det(a):
+  lu_, piv, _ = _lu(a)
+  return det_from_lu(lu_, piv)
+
+@_det.defjvp
+def det_jvp(primals, tangents):
+  """det(A)' = det(A) tr(A^-1 A') (NaN at a singular A)."""
+  (a,), (da,) = primals, tangents
+  lu_, piv, perm = _lu(a)
+  y = _det(a)
+  return y, y * jnp.trace(_lu_solve_raw(lu_, perm, da), axis1=-2, axis2=-1)
+
+@custom_jvp
+def _slogdet(a):
+  lu_, piv, _ = _lu(a)
+  diag = jnp.diagonal(lu_, axis1=-2, axis2=-1)
+  sign = jnp.sign(det_from_lu(jnp.sign(lu_), piv))
+  return sign, jnp.sum(jnp.log(jnp.abs(diag)), axis=-1)
+
+@_slogdet.defjvp
+def slogdet_jvp(primals, tangents):
+  """log|det A|' = tr(A^-1 A'); the sign is locally constant."""
+  (a,), (da,) = primals, tangents
+  lu_, _, perm = _lu(a)
+  sign, logdet = _slogdet(a)
+  return (sign, logdet), (jnp.zeros_like(sign), jnp.trace(_lu_solve_raw(lu_, perm, da), axis1=-2, axis2=-1))
