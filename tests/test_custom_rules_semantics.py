@@ -179,3 +179,15 @@ def test_a_rule_staged_under_vmap_runs_when_the_batched_node_is_differentiated()
   g = tinyjx.grad(lambda xs: jnp.sum(batched(xs)))(XS)
   np.testing.assert_allclose(np.asarray(g), 3 * np.cos(XS), rtol=1e-5)
   assert log == ['f', 'fwd', 'bwd']      # JAX's log: f traced by jit(vmap), each rule once for the gradient
+
+def test_a_python_branch_on_the_primal_in_both_the_function_and_its_rule_under_grad():
+  """JAX's custom-derivative tutorial: f and its jvp rule both branch on x in Python; eager grad gives 2 and 3."""
+  @tinyjx.custom_jvp
+  def f(x):
+    return jnp.sin(x) if x > 0 else jnp.cos(x)
+  @f.defjvp
+  def f_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return f(x), (2. if x > 0 else 3.) * t
+  assert float(tinyjx.grad(f)(1.)) == 2.0 and float(tinyjx.grad(f)(-1.)) == 3.0
+  assert float(f(1.)) == pytest.approx(np.sin(1.0)) and float(f(-1.)) == pytest.approx(np.cos(1.0))

@@ -221,3 +221,41 @@ def test_lists_are_accepted_where_jax_accepts_them(name):
 def test_wrapped_functions_keep_their_names_and_docs():
   assert jnp.sum.__name__ == 'sum' and 'Sum over' in jnp.sum.__doc__
   assert jnp.einsum.__name__ == 'einsum' and 'Einstein' in jnp.einsum.__doc__
+
+# ---- found by running JAX's tutorials and examples with the imports changed (issue 15's report)
+
+def test_dtypes_equal_numpys_spellings():
+  x = jnp.ones(3)
+  assert x.dtype == np.float32 and x.dtype == 'float32' and x.dtype == np.dtype('float32')
+  assert np.float32 == x.dtype and np.dtype('float32') == x.dtype
+  assert x.dtype != np.float64 and x.dtype != 'int32' and not (x.dtype == None)  # noqa: E711
+  assert jnp.bfloat16 != np.float32 and jnp.bfloat16 == jnp.bfloat16
+  assert len({jnp.float32, jnp.dtype('float32'), x.dtype}) == 1
+
+def test_a_zero_d_array_formats_as_its_python_scalar():
+  assert f"{jnp.array(0.1)}" == "0.10000000149011612" and "{}".format(jnp.array(0.1)) == "0.10000000149011612"
+  assert f"{jnp.array(2.5):.2f}" == "2.50" and f"{jnp.array(3)}" == "3" and f"{jnp.ones(2)}" == "[1. 1.]"
+
+def test_only_zero_d_arrays_convert_to_python_scalars():
+  assert float(jnp.array(1.5)) == 1.5 and int(jnp.array(3)) == 3
+  for fn in (float, int):
+    with pytest.raises(TypeError, match="only scalar"):
+      fn(jnp.ones((1, 1)))
+
+def test_error_classes_of_jax():
+  with pytest.raises(ValueError, match="sorts dict keys"):
+    tinyjx.tree.map(lambda x: x + 1, {1: 7, "y": 42})
+  with pytest.raises(ValueError, match="None is not a valid value"):
+    jnp.asarray(None)
+  with pytest.raises(IndexError) as e:
+    tinyjx.jit(lambda x: x[x > 0].sum())(jnp.arange(3.))
+  assert type(e.value).__name__ == 'NonConcreteBooleanIndexError' and isinstance(e.value, tinyjx.ConcretizationError)
+
+def test_stax_shape_helpers():
+  assert lax.conv_general_shape_tuple((1, 8, 8, 3), (3, 3, 3, 16), (1, 1), 'SAME', ('NHWC', 'HWIO', 'NHWC')) == (1, 8, 8, 16)
+  dn = lax.conv_dimension_numbers((1, 8, 8, 3), (3, 3, 3, 16), ('NHWC', 'HWIO', 'NHWC'))
+  assert lax.conv_general_shape_tuple((1, 8, 8, 3), (3, 3, 3, 16), (2, 2), ((1, 1), (1, 1)), dn) == (1, 4, 4, 16)
+  assert lax.conv_transpose_shape_tuple((1, 4, 4, 3), (3, 3, 3, 8), (2, 2), 'SAME', ('NHWC', 'HWIO', 'NHWC')) == (1, 8, 8, 8)
+  assert lax.reduce_window_shape_tuple((1, 8, 8, 3), (1, 2, 2, 1), (1, 2, 2, 1), ((0, 0),) * 4) == (1, 4, 4, 3)
+  assert lax.conv_general_shape_tuple((-1, 8, 8, 3), (3, 3, 3, 16), (1, 1), "SAME", dn) == (-1, 8, 8, 16)   # stax: batch -1
+  assert lax.reduce_window_shape_tuple((-1, 8, 8, 3), (1, 2, 2, 1), (1, 2, 2, 1), ((0, 0),) * 4) == (-1, 4, 4, 3)

@@ -303,3 +303,8 @@ def test_errors():
     lax.reduce_window(np.arange(4, dtype=np.int32), -np.inf, lax.max, (2,), (1,), 'VALID')
   with pytest.raises(ValueError, match=r"mode must be 'full', 'same' or 'valid'"):
     jnp.convolve(rand(3), rand(2), 'circular')
+
+def test_docstring_examples():
+  import doctest
+  from tinyjx import lax_conv
+  assert doctest.testmod(lax_conv, extraglobs={'lax': lax, 'jnp': jnp}, optionflags=doctest.ELLIPSIS).failed == 0

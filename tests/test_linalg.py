@@ -227,11 +227,21 @@ def test_matrix_norms(ord_):
   close(jnp.linalg.matrix_norm(jnp.asarray(x), ord='fro' if ord_ is None else ord_),
         np.linalg.matrix_norm(x, ord='fro' if ord_ is None else ord_), 1e-4)
 
+@pytest.mark.parametrize("ord_", ['nuc', 2, -2])
+@pytest.mark.parametrize("axis", [(1, 2), (2, 1), (0, 2)])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_matrix_norms_from_singular_values(ord_, axis, keepdims):
+  a = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+  want = np.linalg.norm(a.astype(np.float64), ord=ord_, axis=axis, keepdims=keepdims)
+  got = np.asarray(jnp.linalg.norm(jnp.asarray(a), ord=ord_, axis=axis, keepdims=keepdims))
+  assert got.shape == want.shape
+  np.testing.assert_allclose(got, want, rtol=2e-5)
+
 def test_norm_of_ints_and_errors():
   assert float(jnp.linalg.norm(jnp.asarray([3, 4]))) == 5.0
   assert float(jnp.linalg.vector_norm(jnp.asarray([[3, 4]]))) == 5.0
-  with pytest.raises(NotImplementedError, match="singular values"):
-    jnp.linalg.norm(jnp.ones((2, 2)), 'nuc')
+  with pytest.raises(ValueError, match="not a matrix norm"):
+    jnp.linalg.norm(jnp.ones((2, 2)), 3)
   with pytest.raises(ValueError, match="needs axis="):
     jnp.linalg.norm(jnp.ones((2, 2, 2)), 1)
   with pytest.raises(ValueError, match="must differ"):

@@ -13,6 +13,7 @@ from tinyjx import tree  # noqa: F401
 from tinyjx import numpy  # noqa: F401
 from tinyjx import lax, nn  # noqa: F401
 from tinyjx import random  # noqa: F401
+from tinyjx import debug  # noqa: F401  (jax.debug.print and jax.debug.callback)
 from tinyjx.tracing import make_jaxpr  # noqa: F401
 from tinyjx import counters  # noqa: F401
 from tinyjx.transforms.jit import jit, disable_jit, eval_shape, block_until_ready, device_put  # noqa: F401
@@ -23,6 +24,7 @@ from tinyjx.transforms.ad import (grad, value_and_grad, vjp, jvp, linearize, jac
 from tinyjx.transforms.custom import custom_vjp, custom_jvp, checkpoint, remat  # noqa: F401
 from tinyjx.transforms.pmap import pmap  # noqa: F401
 from tinyjx import distributed  # noqa: F401
+from tinyjx import scipy  # noqa: F401  (jax.scipy: special, stats, linalg)
 from tinyjx.distributed import process_index, process_count  # noqa: F401
 from tinyjx.devices_api import (local_devices, device_count, local_device_count, set_cpu_devices,  # noqa: F401
                                 device_put_sharded, device_put_replicated)

@@ -154,15 +154,16 @@ class Array:
     if self.size != 1:
       raise ValueError(f"the truth value of an array of shape {self.shape} is ambiguous; use .any() or .all()")
     return bool(self._numpy("bool(x) (a Python `if`/`while`/`and`/`or` on an array)"))
-  def __int__(self): return int(self._numpy("int(x)").reshape(()) if self.size == 1 else self._scalar_error("int"))
-  def __float__(self): return float(self._numpy("float(x)").reshape(()) if self.size == 1 else self._scalar_error("float"))
+  def __int__(self): return int(self._numpy("int(x)") if self.ndim == 0 else self._scalar_error("int"))
+  def __float__(self): return float(self._numpy("float(x)") if self.ndim == 0 else self._scalar_error("float"))
   def __complex__(self): return complex(self._numpy("complex(x)").reshape(()))
   def __index__(self):
     if not dtypes.is_int(self.dtype) and not dtypes.is_bool(self.dtype):
       raise TypeError(f"only integer arrays can be used as an index, got {self.dtype}")
     return int(self._numpy("operator.index(x) (using an array as a Python index)").reshape(()))
-  def _scalar_error(self, kind):
-    raise TypeError(f"only size-1 arrays can be converted to Python {kind}, got shape {self.shape}")
+  def _scalar_error(self, kind):   # as JAX: a size-1 array of rank > 0 is not a scalar either
+    raise TypeError(f"only scalar (0-d) arrays can be converted to Python {kind}, got shape {self.shape}; use "
+                    f"{kind}(x.item()) or x.reshape(())")
   def __iter__(self):
     if not self.shape: raise TypeError("iteration over a 0-d array")
     return (self[i] for i in range(self.shape[0]))
@@ -174,8 +175,8 @@ class Array:
     return f"Array({body}, {shape}dtype={self.dtype}{', weak_type=True' if self.weak else ''})"
   def __str__(self):
     return repr(self) if not self.uop.is_concrete else str(np.asarray(self))
-  def __format__(self, spec):
-    return format(self.item(), spec) if self.size == 1 and spec else str(self)
+  def __format__(self, spec):   # as JAX: a 0-d array formats as the Python scalar it holds
+    return format(self.item(), spec) if self.ndim == 0 or (self.size == 1 and spec) else format(str(self), spec)
   def __hash__(self): raise TypeError("tinyjx.Array is unhashable (as in JAX); use a tuple of Python values as a key")
   def __reduce__(self): return (_rebuild, (np.asarray(self), self.dtype.name, self.weak))
   def __copy__(self): return self

@@ -41,6 +41,19 @@ class DType(metaclass=_DTypeMeta):
     self.name, self.itemsize, self.kind, self.np, self.short = name, itemsize, kind, np.dtype(npdt), short
   def __repr__(self): return f"dtypes.{self.name}"
   def __str__(self): return self.name
+  def __eq__(self, other):
+    """Equal to itself and, as JAX's dtypes are, to numpy's spelling of the same type: `x.dtype == np.float32`,
+    `== 'float32'`, `== np.dtype('float32')` (bfloat16 equals only itself: numpy has no such type)."""
+    if self is other: return True
+    if isinstance(other, DType) or other is None or self is bfloat16: return False
+    try:
+      return np.dtype(other) == self.np
+    except (TypeError, ValueError):
+      return NotImplemented
+  def __ne__(self, other):
+    eq = self.__eq__(other)
+    return eq if eq is NotImplemented else not eq
+  def __hash__(self): return hash(self.name)
   def __reduce__(self): return (_by_name, (self.name,))
   @property
   def dtype(self): return self.np

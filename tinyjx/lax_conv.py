@@ -396,3 +396,60 @@ def _reduce_windows(x, window, strides, dilation, out, combine, reduce):
   views = [x[tuple(slice(a * d, a * d + (o - 1) * s + 1, s) for a, d, o, s in zip(offset, dilation, out, strides))]
            for offset in itertools.product(*[range(k) for k in window])]
   return functools.reduce(combine, views).astype(x.dtype)
+
+# ---------------------------------------------------------------- output shapes (what stax's layers ask for)
+
+def _shape_of(fn, *shapes) -> tuple:
+  """The output shape of `fn` on float32 arrays of `shapes`, found by tracing it (nothing runs)."""
+  from tinyjx.transforms.jit import eval_shape
+  return tuple(eval_shape(fn, *[jnp.ShapeDtypeStruct(tuple(s), jnp.float32) for s in shapes]).shape)
+
+def _batch_kept(fn_shape, lhs_shape, rhs_shape, dimension_numbers) -> tuple:
+  """The output shape of a convolution whose lhs batch size may be unknown (-1, as stax's layers pass it): the
+  shape is found for a batch of 1, and the output's batch axis gets the given size back."""
+  dn = conv_dimension_numbers(tuple(lhs_shape), tuple(rhs_shape), dimension_numbers)
+  batch = lhs_shape[dn.lhs_spec[0]]
+  known = [1 if i == dn.lhs_spec[0] and batch < 0 else s for i, s in enumerate(lhs_shape)]
+  out = list(fn_shape(dn, known))
+  if batch < 0: out[dn.out_spec[0]] = batch
+  return tuple(out)
+
+def conv_general_shape_tuple(lhs_shape, rhs_shape, window_strides, padding, dimension_numbers) -> tuple:
+  """The output shape of `conv_general_dilated(lhs, rhs, window_strides, padding, dimension_numbers=...)`; a batch
+  size of -1 (unknown) stays -1.
+
+  >>> lax.conv_general_shape_tuple((-1, 8, 8, 3), (3, 3, 3, 16), (1, 1), 'SAME', ('NHWC', 'HWIO', 'NHWC'))
+  (-1, 8, 8, 16)
+  """
+  def shape(dn, lhs):
+    return _shape_of(lambda a, b: conv_general_dilated(a, b, window_strides, padding, dimension_numbers=dn),
+                     lhs, rhs_shape)
+  return _batch_kept(shape, lhs_shape, rhs_shape, dimension_numbers)
+
+def conv_transpose_shape_tuple(lhs_shape, rhs_shape, window_strides, padding, dimension_numbers) -> tuple:
+  """The output shape of `conv_transpose(lhs, rhs, window_strides, padding, dimension_numbers=...)`; a batch size
+  of -1 (unknown) stays -1.
+
+  >>> lax.conv_transpose_shape_tuple((1, 4, 4, 3), (3, 3, 3, 8), (2, 2), 'SAME', ('NHWC', 'HWIO', 'NHWC'))
+  (1, 8, 8, 8)
+  """
+  def shape(dn, lhs):
+    return _shape_of(lambda a, b: conv_transpose(a, b, window_strides, padding, dimension_numbers=dn), lhs, rhs_shape)
+  return _batch_kept(shape, lhs_shape, rhs_shape, dimension_numbers)
+
+def reduce_window_shape_tuple(operand_shape, window_dimensions, window_strides, padding, base_dilation=None,
+                              window_dilation=None) -> tuple:
+  """The output shape of `reduce_window` over `operand_shape` (padding as (lo, hi) pairs or a padding string); an
+  unknown size (-1) stays -1 on an axis the window does not reduce.
+
+  >>> lax.reduce_window_shape_tuple((-1, 8, 8, 3), (1, 2, 2, 1), (1, 2, 2, 1), ((0, 0),) * 4)
+  (-1, 4, 4, 3)
+  """
+  known = [1 if s < 0 else s for s in operand_shape]
+  out = list(_shape_of(lambda a: reduce_window(a, 0.0, lax.add, window_dimensions, window_strides, padding,
+                                               base_dilation, window_dilation), known))
+  for i, s in enumerate(operand_shape):
+    if s < 0: out[i] = s
+  return tuple(out)
+
+__all__ += ['conv_general_shape_tuple', 'conv_transpose_shape_tuple', 'reduce_window_shape_tuple']

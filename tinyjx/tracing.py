@@ -5,6 +5,13 @@ Tracing calls the function on Arrays whose graphs are those PARAMs; anything els
 (closed-over arrays, values of outer traces, grad tags) simply appears inside the graph. Inlining a
 jaxpr substitutes the caller's nodes for the PARAMs, which is how jit, vmap and pmap hand results back
 to an enclosing transform. `make_jaxpr(f)(*args)` prints the graph in JAX's let-binding style.
+
+Effects (a `jax.debug.callback`, or a control-flow node whose body makes one) have no consumer, so the
+graph alone would drop them. While a trace runs, `emit_effect` appends each effect node to it (outside any
+trace it runs the effect at once, which is eager mode); the jaxpr keeps them in `effects`, in program order,
+and every evaluator of a jaxpr (the executables, the control-flow steps) computes them before its outputs.
+A jaxpr derived by a transform's rule (a jvp, vjp or residual body) is built without effects, so a callback
+runs in the primal computation only; `emit_effects` re-emits them where a jaxpr is inlined (jit, vmap).
 """
 from __future__ import annotations
 import functools, inspect, hashlib
@@ -15,9 +22,9 @@ from tinyjx.uop import UOp, Ops, GroupOp, toposort, substitute, fresh_id, _arg_t
 
 class Jaxpr:
   """A traced function: PARAM leaves in, output nodes out, with the pytree structures of both sides."""
-  __slots__ = ('params', 'outs', 'in_tree', 'out_tree', 'out_weak', 'name', '_key')
-  def __init__(self, params, outs, in_tree=None, out_tree=None, out_weak=None, name="jaxpr"):
-    self.params, self.outs = tuple(params), tuple(outs)
+  __slots__ = ('params', 'outs', 'in_tree', 'out_tree', 'out_weak', 'name', 'effects', '_key')
+  def __init__(self, params, outs, in_tree=None, out_tree=None, out_weak=None, name="jaxpr", effects=()):
+    self.params, self.outs, self.effects = tuple(params), tuple(outs), tuple(effects)
     self.in_tree, self.out_tree, self.name = in_tree, out_tree, name
     self.out_weak = tuple(out_weak) if out_weak is not None else (False,) * len(self.outs)
     self._key = None
@@ -32,8 +39,9 @@ class Jaxpr:
     """Content hash, independent of which trace made the PARAMs (so equal functions share caches)."""
     if self._key is None:
       canon = {p: UOp(Ops.PARAM, p.dtype, (), (p.arg[0], p.arg[1], 0)) for p in self.params}
-      outs = substitute(list(self.outs), canon)
-      text = "|".join([p.key for p in canon.values()] + [o.key for o in outs] + [str(self.out_weak)])
+      outs = substitute(list(self.effects) + list(self.outs), canon)
+      text = "|".join([p.key for p in canon.values()] + [o.key for o in outs] + [str(self.out_weak)] +
+                      [str(len(self.effects))])
       self._key = hashlib.sha256(text.encode()).hexdigest()[:32]
     return self._key
 
@@ -43,9 +51,53 @@ class Jaxpr:
       raise TypeError(f"{self.name} takes {len(self.params)} inputs, got {len(args)}")
     return substitute(list(self.outs), dict(zip(self.params, args)))
 
+  @property
+  def roots(self) -> tuple:
+    """What an evaluator computes: the effects (in program order), then the outputs."""
+    return self.effects + self.outs
+
+  def emit_effects(self, *args: UOp) -> None:
+    """Inline the effects with `args` for the PARAMs and emit them (into the enclosing trace, or run them now)."""
+    if not self.effects: return
+    for e in substitute(list(self.effects), dict(zip(self.params, args))): emit_effect(e)
+
   def __str__(self): return pretty(self)
   def __repr__(self): return pretty(self)
   def _repr_pretty_(self, p, cycle): p.text(pretty(self))
+
+# --- effects ---
+effect_stack: list = []   # one list per trace being built: the effect nodes made while it runs
+
+def emit_effect(node: UOp) -> None:
+  """Record effect `node` (DEBUG_CALLBACK, or GETITEM 0 of a control-flow node with effects) in the innermost trace
+  being built, or run it now when nothing is traced. Each emission is a new effect: a callback's record is renewed
+  so that two equal calls stay two nodes (hash-consing would merge them) and an eager run is never a cache hit."""
+  renew = getattr(node.arg, 'renew', None)
+  if renew is not None: node = node.replace(arg=renew())
+  if effect_stack: effect_stack[-1].append(node)
+  else: run_effect(node)
+
+def run_effect(node: UOp) -> None:
+  """Run an effect eagerly: a callback on its realized arguments, a control-flow node by realizing its outputs."""
+  from tinyjx.array import realize_uops, buffers, realized_cache
+  from tinyjx.uop import out_avals
+  if node.op is Ops.DEBUG_CALLBACK:
+    from tinyjx.devices.python import python_rules
+    done = realize_uops(list(node.src), "a debug callback")
+    vals = [buffers[b.arg[0]].numpy().reshape(u.shape) for b, u in zip(done, node.src)]
+    python_rules[node.op](node, *vals)
+    return
+  multi = node.src[0]
+  outs = [UOp(Ops.GETITEM, d, (multi,), i) for i, (_, d) in enumerate(out_avals(multi))]
+  # cached even when the graph holds no BUFFER: the callback's record makes this node unique, and reading an
+  # output later must not run the loop (and its callbacks) again
+  for u, b in zip(outs, realize_uops(outs, "a debug callback")): realized_cache[u] = b
+
+def has_effects(node: UOp) -> bool:
+  """Whether evaluating `node` runs effects: a callback, or a node holding sub-jaxprs that have effects."""
+  if node.op is Ops.DEBUG_CALLBACK: return True
+  subs = getattr(node.arg, 'jaxprs', None) or ()
+  return any(getattr(j, 'effects', ()) for j in subs)
 
 # --- avals of Python values ---
 def aval_of(x, path: str = "argument") -> tuple:
@@ -91,13 +143,16 @@ def to_out_uop(x, path: str) -> tuple[UOp, bool]:
 def trace_flat(fun, avals, name: str, paths=None, fix: str | None = None) -> Jaxpr:
   """Trace `fun(*flat_arrays) -> pytree of arrays` at the given avals; the jaxpr records the output tree."""
   params, tid = new_params(avals, name, paths, fix)
+  effects: list = []
+  effect_stack.append(effects)
   try:
     out = fun(*[Array(p, a[2] if len(a) > 2 else False) for p, a in zip(params, avals)])
     leaves, out_tree = tree_util.tree_flatten(out)
     pairs = [to_out_uop(x, f"output {i} of {name}") for i, x in enumerate(leaves)]
   finally:
     traces[tid].alive = False
-  return Jaxpr(params, [p[0] for p in pairs], None, out_tree, [p[1] for p in pairs], name)
+    effect_stack.pop()
+  return Jaxpr(params, [p[0] for p in pairs], None, out_tree, [p[1] for p in pairs], name, effects)
 
 def trace(fun, args: tuple, kwargs: dict | None = None, name: str | None = None, paths=None) -> Jaxpr:
   """Trace `fun(*args, **kwargs)` with a PARAM for each array leaf of the arguments."""
@@ -195,8 +250,8 @@ def pretty(jaxpr: Jaxpr, indent: int = 0) -> str:
     if u.op is Ops.CONST and u.shape == (): return f"{u.arg[0]!r}:{u.dtype.short}[]"
     if u not in names: names[u] = next(gen)
     return names[u]
-  nodes = toposort(list(jaxpr.outs))
-  params_set = set(jaxpr.params)
+  nodes = toposort(list(jaxpr.roots))
+  params_set, effects = set(jaxpr.params), set(jaxpr.effects)
   consts = [n for n in nodes if n.op is Ops.BUFFER or (n.op is Ops.PARAM and n not in params_set)]
   head = " ".join(f"{name(c)}:{aval_str(c)}" for c in consts)
   args = " ".join(f"{name(p)}:{aval_str(p)}" for p in jaxpr.params)
@@ -208,6 +263,9 @@ def pretty(jaxpr: Jaxpr, indent: int = 0) -> str:
       lines.append(f"{pad}    {name(n)}:{aval_str(n)} = broadcast_in_dim[shape={n.shape}] {n.arg[0]!r}:{n.dtype.short}[]")
       continue
     rhs = " ".join(name(s) for s in n.src)
+    if n in effects and n.op is Ops.DEBUG_CALLBACK:
+      lines.append(f"{pad}    {prim_name(n)}{_params_text(n)} {rhs}".rstrip())
+      continue
     lines.append(f"{pad}    {name(n)}:{aval_str(n)} = {prim_name(n)}{_params_text(n)} {rhs}".rstrip())
   outs = " ".join(name(o) for o in jaxpr.outs)
   lines.append(f"{pad}  in ({outs}{',' if len(jaxpr.outs) == 1 else ''}) }}")

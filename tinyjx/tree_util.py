@@ -161,8 +161,8 @@ def _show_list(aux, kids): return f"[{', '.join(kids)}]"
 
 def _sorted_keys(d: dict) -> list:
   try: return sorted(d)
-  except TypeError as e:
-    raise TypeError(f'pytree flattening sorts dict keys to fix the order of the children, and the keys {list(d)!r} '
+  except TypeError as e:   # a ValueError, as in JAX
+    raise ValueError(f'pytree flattening sorts dict keys to fix the order of the children, and the keys {list(d)!r} '
                     f'cannot be sorted ({e}). Use keys of one comparable type (e.g. all str), or an OrderedDict, '
                     f'whose children keep insertion order.') from None
 

@@ -51,6 +51,9 @@ class Ops(enum.Enum):
   # SCATTER(x, idx, upd) arg=mode ('add','set','mul','min','max'): x[idx] <mode>= upd, out-of-range dropped
   # ARGSORT arg=(axis, descending): a stable sort's permutation, int32
   DOT_GENERAL = enum.auto(); GATHER = enum.auto(); SCATTER = enum.auto(); ARGSORT = enum.auto()
+  # an effect: DEBUG_CALLBACK(*args) arg=a callback record (tinyjx/debug.py) calls a host function on the values;
+  # its value is a bool[] token nothing reads, kept alive as an effect of its jaxpr (tracing.Jaxpr.effects)
+  DEBUG_CALLBACK = enum.auto()
   # multi-output nodes (arg holds their sub-jaxprs and output avals) and the node that picks one output
   COND = enum.auto(); WHILE = enum.auto(); SCAN = enum.auto(); GETITEM = enum.auto()
   CUSTOM_JVP = enum.auto(); CUSTOM_VJP = enum.auto(); CHECKPOINT = enum.auto()
@@ -85,7 +88,8 @@ class GroupOp:
   Commutative = {Ops.ADD, Ops.MUL, Ops.MAX, Ops.MIN, Ops.AND, Ops.OR, Ops.XOR, Ops.CMPEQ, Ops.CMPNE}
   # ops whose output is integral or boolean whatever the input: no gradient flows through them
   NonDifferentiable = Comparison | {Ops.NOT, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.SIGN, Ops.FLOOR,
-                                    Ops.CEIL, Ops.ROUND, Ops.TRUNC, Ops.ARGSORT, Ops.IOTA, Ops.BITCAST}
+                                    Ops.CEIL, Ops.ROUND, Ops.TRUNC, Ops.ARGSORT, Ops.IOTA, Ops.BITCAST,
+                                    Ops.DEBUG_CALLBACK}   # a callback's bool[] token
 
 class ShapeError(ValueError):
   pass
@@ -358,6 +362,7 @@ shape_rules: dict[Ops, Callable[[UOp], tuple]] = {
   Ops.GATHER: lambda u: u.src[1].shape + u.src[0].shape[1:],
   Ops.SCATTER: lambda u: u.src[0].shape,
   Ops.ARGSORT: lambda u: u.src[0].shape,
+  Ops.DEBUG_CALLBACK: lambda u: (),
   Ops.GETITEM: _getitem_rule,
   **{op: (lambda u: ()) for op in GroupOp.Kernel},   # kernel-level nodes are scalars
   Ops.NOOP: lambda u: u.src[0].shape if u.src else (),   # at array level NOOP(x, 'stop_gradient') is an identity

@@ -201,7 +201,7 @@ def evaluate(outs, env: dict | None = None, watch=None) -> list:
   with np.errstate(all='ignore'):
     for n in toposort(outs):
       if n in vals: continue
-      if not n.src and n.op is not Ops.AXIS_INDEX: vals[n] = _leaf(n, env or {}); continue
+      if not n.src and n.op not in (Ops.AXIS_INDEX, Ops.DEBUG_CALLBACK): vals[n] = _leaf(n, env or {}); continue
       rule = python_rules.get(n.op)
       if rule is None: raise NotImplementedError(f"the PYTHON device has no rule for {n.op.name}")
       out = rule(n, *[vals[s] for s in n.src])
@@ -237,7 +237,8 @@ class PythonExecutable:
   def run(self, bufs: list) -> list[NumpyBuffer]:
     if len(bufs) != len(self.jaxpr.params):
       raise TypeError(f"{self.jaxpr.name} takes {len(self.jaxpr.params)} input buffers, got {len(bufs)}")
-    vals = evaluate(list(self.jaxpr.outs), {p: b.numpy().reshape(p.shape) for p, b in zip(self.jaxpr.params, bufs)})
+    vals = evaluate(list(self.jaxpr.roots), {p: b.numpy().reshape(p.shape) for p, b in zip(self.jaxpr.params, bufs)})
+    vals = vals[len(self.jaxpr.effects):]   # effects ran first, in program order
     return [NumpyBuffer(self.device, np.array(v, order='C').reshape(o.shape), o.dtype)
             for v, o in zip(vals, self.jaxpr.outs)]
   def __str__(self): return f"PYTHON executable ({len(self.kernels)} interpreted equations):\n{self.jaxpr}"

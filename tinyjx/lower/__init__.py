@@ -193,8 +193,8 @@ def compile_jaxpr(device, jaxpr) -> Executable:
   >>> exe.run([cpu.from_numpy(np.arange(3, dtype=np.float32), dtypes.float32)])[0].numpy()
   array([1., 3., 5.], dtype=float32)
   """
-  st = lower(device, jaxpr.params, jaxpr.outs)
-  return Executable(device, st, st.binary)
+  st = lower(device, jaxpr.params, jaxpr.roots)   # effects first: they run in program order, then are dropped
+  return Executable(device, st, st.binary, n_effects=len(jaxpr.effects))
 
 def kernel_report(st: Lowering) -> str:
   """Each kernel with the jaxpr equations it fused (DEBUG=3)."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading, time
 from dataclasses import dataclass, field
 import numpy as np
-from tinyjx import settings as config
+from tinyjx import counters, settings as config
 
 step_rules: dict = {}   # Ops -> fn(node, program, slots) -> Step
 KEEP_ARENA = 64 << 20   # an executable keeps its intermediates' memory between runs up to this size
@@ -110,8 +110,9 @@ class Frame:
 
 class Executable:
   """A lowered, compiled program: `exe.run(list_of_input_Buffers) -> list of fresh output Buffers`."""
-  def __init__(self, device, program, binary):
+  def __init__(self, device, program, binary, n_effects: int = 0):
     self.device, self.program, self.binary = device, program, binary
+    self.n_effects = n_effects     # the program's first roots are effect tokens (debug callbacks), not results
     self.slots, self.steps, self.kernels = program.slots, program.steps, program.kernels
     self.offsets, self.arena_bytes = program.offsets, program.arena_bytes
     self.source = program.source
@@ -197,7 +198,7 @@ class Executable:
     finally:
       if own_arena: self._lock.release()
     _count(prog)
-    return self._results(inputs, outs)
+    return self._results(inputs, outs)[self.n_effects:]
 
   def _bind(self, i: int, slot: int, size: int, want: Slot, buf):
     """Input `i` as the handle kernels read: on host memory the contiguous array of the program's dtype and shape
@@ -253,10 +254,6 @@ class Executable:
   __repr__ = __str__
 
 def _count(prog) -> None:
-  try:
-    from tinyjx import counters
-  except ImportError:
-    return
   counters.add('kernels', len(prog.kernels))
   counters.add('flops', prog.flops)
   counters.add('bytes', prog.nbytes)

@@ -6,7 +6,7 @@ elementwise consumers as an accumulator (index.py decides where that is legal). 
 - the outputs;
 - nodes that need a kernel of their own: SCATTER (a copy, then a sequential update loop), ARGSORT (and
   its input, which the sort reads at random) and CUMULATIVE (a scan loop);
-- runtime steps (multi-output control flow, collectives: ops in `STEP_OPS`) with their inputs and the
+- runtime steps (multi-output control flow, collectives, debug callbacks: ops in `STEP_OPS`) with their inputs and the
   GETITEM nodes that name their outputs;
 - a reduction read by more than one kernel (computed once instead of once per reader);
 - an elementwise node with transcendental work read by several kernels through different views;
@@ -22,7 +22,7 @@ from tinyjx.uop import UOp, Ops, GroupOp, toposort
 
 INPUT_OPS = {Ops.BUFFER, Ops.PARAM}
 OWN_KERNEL = {Ops.SCATTER, Ops.ARGSORT, Ops.CUMULATIVE}
-STEP_OPS = GroupOp.MultiOutput | GroupOp.Collective
+STEP_OPS = GroupOp.MultiOutput | GroupOp.Collective | {Ops.DEBUG_CALLBACK}   # DEBUG_CALLBACK: a host call
 EXPENSIVE = {Ops.EXP, Ops.LOG, Ops.EXPM1, Ops.LOG1P, Ops.SIN, Ops.COS, Ops.TAN, Ops.ASIN, Ops.ACOS, Ops.ATAN,
              Ops.SINH, Ops.COSH, Ops.TANH, Ops.ERF, Ops.POW, Ops.ATAN2}
 

@@ -61,6 +61,7 @@ def asarray(x, dtype=None, copy=None, device=None) -> Array:
   """
   dt = None if dtype is None else dtypes.to_dtype(dtype)
   if isinstance(x, Array): return x if dt is None or dt is x.dtype else astype(x, dt)
+  if x is None: raise ValueError("None is not a valid value for jnp.array or jnp.asarray; pass a number, a list or an array")
   if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
     weak_dt = dtypes.python_scalar_dtype(x)
     if dt is None and isinstance(x, int) and not isinstance(x, bool): _check_int_range(x, weak_dt)

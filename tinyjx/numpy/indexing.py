@@ -19,7 +19,7 @@ from __future__ import annotations
 import builtins, math, operator
 import numpy as np
 from tinyjx import dtypes
-from tinyjx.array import Array, concretization_error
+from tinyjx.array import Array, ConcretizationError, concretization_error
 from tinyjx.uop import UOp, Ops
 from tinyjx.numpy import core
 from tinyjx.numpy.core import asarray, normalize_axis
@@ -94,11 +94,15 @@ def _check_slice(s: slice) -> slice:
   if vals[2] == 0: raise ValueError("slice step cannot be zero")
   return slice(*vals)
 
+class NonConcreteBooleanIndexError(IndexError, ConcretizationError):
+  """x[mask] with a traced boolean mask (inside jit, vmap ...): the result's shape would depend on its values.
+  An IndexError, as JAX's is, and a ConcretizationError (a TypeError), as tinyjx's other traced-value errors."""
+
 def _mask_entry(e) -> tuple:
   if isinstance(e, Array):
     if not e.uop.is_concrete:
       err = concretization_error(e.uop, "boolean mask indexing x[mask]")
-      raise type(err)(f"{err} The result's shape depends on how many entries of the mask are True, so the mask "
+      raise NonConcreteBooleanIndexError(f"{err} The result's shape depends on how many entries of the mask are True, so the mask "
                       "must be concrete: use jnp.where(mask, x, 0) to keep the shape, or jnp.nonzero(mask, size=N) "
                       "for a fixed number of indices.") from None
     e = np.asarray(e)

@@ -359,10 +359,20 @@ def _matrix_norm(x: Array, ord, axes: tuple, keepdims: bool) -> Array:
   elif ord in (math.inf, -math.inf):
     pick = core.max if ord == math.inf else core.min
     out = pick(core.sum(a, cols, keepdims=True), rows, keepdims=True)
-  elif ord in ('nuc', 2, -2):
-    raise NotImplementedError(f"norm: the matrix norm ord={ord!r} needs singular values, which tinyjx does not "
-                              "compute; use ord='fro', 1, -1, inf or -inf")
+  elif ord in ('nuc', 2, -2):   # from the singular values of the matrices, moved to the last two axes
+    from tinyjx.numpy import linalg_decomp
+    from tinyjx.numpy.shape import moveaxis, expand_dims
+    sv = linalg_decomp.svdvals(moveaxis(x, (rows, cols), (-2, -1)))
+    out = core.sum(sv, -1) if ord == 'nuc' else (core.max if ord == 2 else core.min)(sv, -1)
+    out = expand_dims(out, tuple(sorted(axes)))
   else:
-    raise ValueError(f"norm: ord={ord!r} is not a matrix norm; use 'fro', 1, -1, inf or -inf")
+    raise ValueError(f"norm: ord={ord!r} is not a matrix norm; use 'fro', 'nuc', 1, -1, 2, -2, inf or -inf")
   if keepdims: return out
   return Array(out.uop.reshape(tuple(s for i, s in enumerate(out.shape) if i not in axes)))
+
+# The decompositions (cholesky, solve, inv, det, qr, eigh, svd, ...) live in linalg_decomp, which builds on lax.linalg,
+# which imports tinyjx.numpy: so they load on first use, as attributes of this module (jnp.linalg.cholesky).
+def __getattr__(name: str):
+  from tinyjx.numpy import linalg_decomp
+  if name in linalg_decomp.__all__: return getattr(linalg_decomp, name)
+  raise AttributeError(f"module 'tinyjx.numpy.linalg' (jnp.linalg) has no attribute {name!r}")

@@ -251,7 +251,8 @@ cache_stats = {'hits': 0, 'misses': 0}
 
 def batch_jaxpr(jaxpr, in_dims: tuple, size: int) -> tuple[list, list, list]:
   """The batched graph of `jaxpr` over fresh PARAMs: (params, outs, out_bdims), memoized by content
-  (jaxpr.key, in_dims, size and the active axes) so the same function is rewritten once."""
+  (jaxpr.key, in_dims, size and the active axes) so the same function is rewritten once. The outs start
+  with the batched effects of `jaxpr` (`len(jaxpr.effects)` of them; their bdims say nothing)."""
   key = (jaxpr.key, tuple(in_dims), size, tuple(axis_stack))
   if key in _cache:
     cache_stats['hits'] += 1
@@ -261,7 +262,7 @@ def batch_jaxpr(jaxpr, in_dims: tuple, size: int) -> tuple[list, list, list]:
   tid = fresh_id()
   params = [UOp(Ops.PARAM, p.dtype, (), (i, p.shape[:d] + (size,) + p.shape[d:], tid))
             for i, (p, d) in enumerate(zip(jaxpr.params, in_dims))]
-  outs, out_bdims = batch_graph(jaxpr.outs, jaxpr.params, params, in_dims)
+  outs, out_bdims = batch_graph(jaxpr.roots, jaxpr.params, params, in_dims)
   _cache[key] = (params, outs, out_bdims)
   if len(_cache) > CACHE_SIZE: _cache.popitem(last=False)
   return params, outs, out_bdims
@@ -272,10 +273,12 @@ def batch_sub(jaxpr: Jaxpr, in_dims, size: int, force=None) -> tuple[Jaxpr, list
   tid = fresh_id()
   params = [UOp(Ops.PARAM, p.dtype, (), (i, p.shape if d is None else p.shape[:d] + (size,) + p.shape[d:], tid))
             for i, (p, d) in enumerate(zip(jaxpr.params, in_dims))]
-  outs, bdims = batch_graph(jaxpr.outs, jaxpr.params, params, in_dims)
+  n = len(jaxpr.effects)
+  roots, bdims = batch_graph(jaxpr.roots, jaxpr.params, params, in_dims)
+  effects, outs, bdims = roots[:n], roots[n:], bdims[n:]
   batched = [b is not None or bool(force and force[i]) for i, b in enumerate(bdims)]
   outs = [match_axis(u, b, 0, size) if want else u for u, b, want in zip(outs, bdims, batched)]
-  return tracing.Jaxpr(params, outs, out_weak=jaxpr.out_weak, name=f"vmap({jaxpr.name})"), batched
+  return tracing.Jaxpr(params, outs, out_weak=jaxpr.out_weak, name=f"vmap({jaxpr.name})", effects=effects), batched
 
 # ---------------------------------------------------------------- in_axes / out_axes as pytree prefixes
 
@@ -407,6 +410,9 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
       jaxpr = tracing.trace_flat(flat_fun, per_example, name, [paths[i] for i in mapped], fix=BRANCH_FIX)
       params, outs, out_bdims = batch_jaxpr(jaxpr, tuple(axes[i] for i in mapped), size)
     outs = substitute(outs, {p: jnp.asarray(leaves[i]).uop for p, i in zip(params, mapped)})
+    n = len(jaxpr.effects)
+    for e in outs[:n]: tracing.emit_effect(e)
+    outs, out_bdims = outs[n:], out_bdims[n:]
     spec, spec_paths = out_axes_leaves(out_axes, tree_util.tree_unflatten(jaxpr.out_tree, [Array(u) for u in outs]))
     outs = [move_out(u, b, s, size, p) for u, b, s, p in zip(outs, out_bdims, spec, spec_paths)]
     return tree_util.tree_unflatten(jaxpr.out_tree, [Array(u, w) for u, w in zip(outs, jaxpr.out_weak)])

@@ -91,7 +91,9 @@ def bind(op: Ops, arg: SubJaxprs, srcs) -> list[UOp]:
   """A multi-output node and one GETITEM per output."""
   dt = arg.out_avals[0][1] if arg.out_avals else dtypes.bool_
   node = UOp(op, dt, tuple(srcs), arg)
-  return [UOp(Ops.GETITEM, d, (node,), i) for i, (_, d) in enumerate(arg.out_avals)]
+  outs = [UOp(Ops.GETITEM, d, (node,), i) for i, (_, d) in enumerate(arg.out_avals)]
+  if outs and tracing.has_effects(node): tracing.emit_effect(outs[0])   # runs even if no output is used
+  return outs
 
 # ---------------------------------------------------------------- closing sub-jaxprs over what they capture
 
@@ -99,8 +101,8 @@ def free_values(jaxpr: Jaxpr) -> list[UOp]:
   """The largest subgraphs of `jaxpr` that do not depend on its params but hold a leaf from outside: a PARAM
   of an enclosing trace, a BUFFER, a grad TAG, a collective. Constants (CONST, IOTA) stay inside."""
   own, dep, free = set(jaxpr.params), {}, []
-  order = toposort(list(jaxpr.outs))
-  for n in order: dep[n] = n in own or any(dep[s] for s in n.src)
+  order = toposort(list(jaxpr.roots))
+  for n in order: dep[n] = n in own or tracing.has_effects(n) or any(dep[s] for s in n.src)
   def consider(n):
     if not dep[n] and n.flags and n not in free: free.append(n)
   for n in order:
@@ -113,8 +115,10 @@ def close(jaxpr: Jaxpr, consts: list) -> Jaxpr:
   """`jaxpr` with each of `consts` (outer nodes, a superset of its free values) replaced by a trailing param."""
   tid, n = fresh_id(), len(jaxpr.params)
   extra = [UOp(Ops.PARAM, c.dtype, (), (n + i, c.shape, tid)) for i, c in enumerate(consts)]
-  outs = substitute(list(jaxpr.outs), dict(zip(consts, extra)))
-  return Jaxpr(jaxpr.params + tuple(extra), outs, jaxpr.in_tree, jaxpr.out_tree, jaxpr.out_weak, jaxpr.name)
+  roots = substitute(list(jaxpr.roots), dict(zip(consts, extra)))
+  n = len(jaxpr.effects)
+  return Jaxpr(jaxpr.params + tuple(extra), roots[n:], jaxpr.in_tree, jaxpr.out_tree, jaxpr.out_weak, jaxpr.name,
+               roots[:n])
 
 def with_params(params, outs, name: str, weak=None) -> Jaxpr:
   """A jaxpr over fresh params (slots in order) standing for `params` (nodes of some graph) in `outs`."""
@@ -534,8 +538,9 @@ class Program:
   def __init__(self, jaxpr: Jaxpr):
     self.params, self.outs = jaxpr.params, list(jaxpr.outs)
     own, dep = set(jaxpr.params), {}
-    order = toposort(self.outs)
-    for n in order: dep[n] = n in own or any(dep[s] for s in n.src)
+    order = toposort(list(jaxpr.roots))
+    # an effect runs on every call, so it is a step even when it reads nothing of the params
+    for n in order: dep[n] = n in own or tracing.has_effects(n) or any(dep[s] for s in n.src)
     self.steps = [n for n in order if dep[n] and n not in own]
     roots = list(dict.fromkeys([s for n in self.steps for s in n.src if not dep[s]] +
                                [o for o in self.outs if not dep[o]]))

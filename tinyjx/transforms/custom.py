@@ -295,6 +295,9 @@ class custom_jvp:
     call = Call(self.fun, args, self.nondiff_argnums)
     if is_plain(call.arrays): return self.fun(*args)
     if differentiated_here(call.arrays): return self.rule_now(call, name)
+    # inside a rule, on primals whose differentiations the enclosing rules have used up: JAX runs the function on
+    # them (concrete under eager grad, so it may branch on them in Python)
+    if rule_depth.get() and all(a.uop.is_concrete for a in call.arrays): return self.fun(*args)
     prim = trace(lambda *xs: self.fun(*call.full_args(xs)), call.avals, f"custom_jvp({name})", call.paths)
     (prim,), consts = close_over([prim])
     n = len(call.arrays)

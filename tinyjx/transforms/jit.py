@@ -136,10 +136,10 @@ _FOREIGN_FLAGS = _OUTER_FLAGS | {op.name for op in GroupOp.Collective}
 
 def _closes_over_a_trace(jaxpr) -> bool:
   """Whether the traced graph holds a value of an outer trace (a foreign PARAM, a grad TAG, a collective)."""
-  if all(o.flags.isdisjoint(_FOREIGN_FLAGS) for o in jaxpr.outs): return False
+  if all(o.flags.isdisjoint(_FOREIGN_FLAGS) for o in jaxpr.roots): return False
   own = set(jaxpr.params)
   return any(n.op is Ops.TAG or n.op in GroupOp.Collective or (n.op is Ops.PARAM and n not in own)
-             for n in toposort(list(jaxpr.outs)))
+             for n in toposort(list(jaxpr.roots)))
 
 # ---------------------------------------------------------------- input and output buffers
 
@@ -172,6 +172,12 @@ def _input_buffers(leaves: list, avals: tuple, dev) -> list:
       leaves[i].uop = b   # what Array.realize does: the graph is cut to its buffer (no TAG: the input is not traced)
       bufs[i] = array.buffers[b.arg[0]]
   return [b if b.device == dev.name else dev.from_numpy(b.numpy(), b.dtype) for b in bufs]
+
+@functools.lru_cache(None)
+def _positional_treedef(n: int):
+  """The structure of `n` positional array arguments and no keywords; one object per n, so its hash is computed
+  once and cache look-ups compare it by identity."""
+  return tree_util.tree_structure((tuple(range(n)), {}))
 
 # ---------------------------------------------------------------- jit
 
@@ -209,7 +215,10 @@ class JitFunction:
     call.args, call.static_pos, call.static_kw = args, {}, {}
     if self.static_argnums or self.static_argnames: args, kwargs = self._split_static(call, args, kwargs)
     call.kwargs = kwargs
-    call.leaves, call.treedef = tree_util.tree_flatten((args, kwargs))
+    if not kwargs and all(type(a) is Array for a in args):   # the common call: arrays only, no flattening to do
+      call.leaves, call.treedef = list(args), _positional_treedef(len(args))
+    else:
+      call.leaves, call.treedef = tree_util.tree_flatten((args, kwargs))
     try:
       avals = tuple(aval_fn(x, "argument") for x in call.leaves)
     except TypeError:
@@ -299,7 +308,9 @@ class JitFunction:
   def _execute(self, entry: _Entry, call: _Call):
     jaxpr, leaves = entry.jaxpr, call.leaves
     if entry.inline or any(_is_traced(x) for x in leaves):
-      outs = [Array(u, w) for u, w in zip(jaxpr(*[_leaf_uop(x) for x in leaves]), jaxpr.out_weak)]
+      ins = [_leaf_uop(x) for x in leaves]
+      jaxpr.emit_effects(*ins)
+      outs = [Array(u, w) for u, w in zip(jaxpr(*ins), jaxpr.out_weak)]
     else:
       exe = entry.exe or self._compile(entry, call)
       bufs = exe.run(_input_buffers(leaves, call.key[1], call.device))
