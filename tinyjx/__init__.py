@@ -23,6 +23,7 @@ from tinyjx.transforms.ad import (grad, value_and_grad, vjp, jvp, linearize, jac
                                   hessian)
 from tinyjx.transforms.custom import custom_vjp, custom_jvp, checkpoint, remat  # noqa: F401
 from tinyjx.transforms.pmap import pmap  # noqa: F401
+from tinyjx.explain import explain  # noqa: F401
 from tinyjx import distributed  # noqa: F401
 from tinyjx import scipy  # noqa: F401  (jax.scipy: special, stats, linalg)
 from tinyjx.distributed import process_index, process_count  # noqa: F401

@@ -5,12 +5,18 @@ A `UPat` matches a node by op (one or a set), dtype, arg and source patterns, an
 under a `name`. A `PatternMatcher` holds `(UPat, fn)` pairs; `fn(**captures)` returns a replacement
 node or None (no change). `graph_rewrite` rewrites bottom-up: sources first, then the node, repeating
 the rules on a node until none applies, so a pass reaches its fixed point in one call.
+
+`recorder` is None except while `tinyjx.viz` records a lowering (VIZ): then each `graph_rewrite` call asks it,
+once, for a `note(rule_fn, node, replacement)` to call whenever a rule fires, and reports the roots it rewrote.
+With no recorder a rewrite costs one global read per call, not per node.
 """
 from __future__ import annotations
 import itertools
 from typing import Callable
 from tinyjx import settings as config
 from tinyjx.uop import UOp, Ops, toposort
+
+recorder = None   # tinyjx.viz's recorder while it records a lowering: .noter(name), .rewrote(name, roots, outs)
 
 class UPat:
   """A pattern: `UPat(Ops.ADD, src=(UPat.var('x'), UPat.cvar('c')))`; `name` captures the matched node."""
@@ -57,13 +63,16 @@ class PatternMatcher:
 
   def __add__(self, other: 'PatternMatcher') -> 'PatternMatcher': return PatternMatcher(self.rules + other.rules)
 
-  def rewrite(self, u: UOp, ctx=None) -> UOp | None:
-    """The first rule's replacement for `u`, or None if no rule applies (or every rule declined)."""
+  def rewrite(self, u: UOp, ctx=None, note=None) -> UOp | None:
+    """The first rule's replacement for `u`, or None if no rule applies (or every rule declined); `note(fn, u, out)`
+    hears of the rule that fired (what VIZ records)."""
     for pat, fn in self.by_op.get(u.op, []) + self.any_op:
       captured: dict = {}
       if not pat.match(u, captured): continue
       out = fn(ctx, **captured) if ctx is not None else fn(**captured)
-      if out is not None and out is not u: return out
+      if out is not None and out is not u:
+        if note is not None: note(fn, u, out)
+        return out
     return None
 
 def graph_rewrite(roots, pm: PatternMatcher, ctx=None, name: str = "rewrite"):
@@ -71,17 +80,20 @@ def graph_rewrite(roots, pm: PatternMatcher, ctx=None, name: str = "rewrite"):
   single = isinstance(roots, UOp)
   todo = [roots] if single else list(roots)
   done: dict = {}
+  rec = recorder
+  note = None if rec is None else rec.noter(name)
   def visit(u: UOp) -> UOp:
     for node in toposort([u]):
       if node in done: continue
       src = tuple(done[s] for s in node.src)
       new = node if src == node.src else node.replace(src=src)
       for _ in range(1000):
-        out = pm.rewrite(new, ctx)
+        out = pm.rewrite(new, ctx, note)
         if out is None: break
         new = visit(out) if any(s not in done for s in out.src) else out
       done[node] = new
     return done[u]
   out = [visit(r) for r in todo]
+  if note is not None: rec.rewrote(name, todo, out)
   if config.get('DEBUG') >= 5: print(f"*** pass {name}: {sum(len(toposort([o])) for o in out)} nodes")
   return out[0] if single else tuple(out)

@@ -15,6 +15,7 @@ import contextlib, os, threading
 
 # name -> (default, parser). Values from the environment are strings and go through the parser.
 def _bool(s): return str(s).lower() not in ('0', 'false', 'no', 'off', '')
+def _mode(s): return str(s).lower() if _bool(s) else ''   # a named mode, or '' for off ('0', 'off' ...)
 KNOBS: dict = {
   'DEBUG': (0, int),               # 1 jit cache hits/misses, 2 kernel timing, 3 kernels, 4 source, 5+ pass IR
   'NOJIT': (0, int),               # run jit-decorated functions eagerly
@@ -29,6 +30,10 @@ KNOBS: dict = {
   'TINYJX_EAGER_COMPILE_MS': (50.0, float),  # interpreter time after which an eager program is compiled (0: at once)
   'JAX_DEBUG_NANS': (False, _bool),  # raise FloatingPointError naming the first equation that made a NaN
   'JAX_DEBUG_INFS': (False, _bool),  # the same for +-inf
+  'JAX_EXPLAIN_CACHE_MISSES': (False, _bool),  # print why each jit retrace happened (also at DEBUG>=1)
+  'VIZ': ('', _mode),               # '1': serve a page of each jitted function's pipeline; 'file': write it as HTML
+  'TINYJX_VIZ_DIR': ('', str),      # where VIZ=file writes its pages ('' means a new temporary directory)
+  'TINYJX_VIZ_PORT': (0, int),      # the localhost port VIZ=1 serves on (0: one the system picks)
 }
 _process: dict = {}
 class _Local(threading.local):

@@ -105,9 +105,10 @@ def _intern_key(op, dtype, src, arg):
   if op is Ops.CONST and isinstance(arg[0], float): arg = (repr(arg[0]), arg[1], 'f')
   return (op, dtype, src, arg)
 
-# Set by tinyjx.nan_check while NaN/inf checking is on (None otherwise, which costs one test per new node): its
-# `new(node)` hears of every node made, its `derived(new, old)` of each node `substitute` rebuilt from another,
-# so a rebuilt graph keeps the source lines of the one it came from.
+# Set by tinyjx.provenance while it records (explain, NaN/inf checking; None otherwise: one test per new node): its
+# `new(node)` hears of every node made, `seen(node)` of each node hash-consing hands back (made before, perhaps by
+# other code), and `derived(new, old)` of each node `substitute` rebuilt from another, so a rebuilt graph keeps the
+# source lines of the one it came from.
 watcher = None
 
 class UOp:
@@ -118,7 +119,9 @@ class UOp:
   def __new__(cls, op: Ops, dtype: DType, src: tuple = (), arg=None):
     src = tuple(src)
     k = _intern_key(op, dtype, src, arg)
-    if (hit := UOp._cache.get(k)) is not None: return hit
+    if (hit := UOp._cache.get(k)) is not None:
+      if watcher is not None: watcher.seen(hit)
+      return hit
     self = object.__new__(cls)
     object.__setattr__(self, 'op', op); object.__setattr__(self, 'dtype', dtype)
     object.__setattr__(self, 'src', src); object.__setattr__(self, 'arg', arg)

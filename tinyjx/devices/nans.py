@@ -10,78 +10,31 @@ interpreter (the PYTHON device), as JAX re-runs a jitted function de-optimized:
     >>> jnp.log(jnp.array([-1.])) + 1          # doctest: +SKIP
     FloatingPointError: invalid value (nan) encountered in log (f32[1]) at demo.py:3 in <module>: ...
 
-Source lines come from hooks that are installed only while a check is on (the knob's watchers), so with it
-off nothing is recorded and nothing is checked: one `is None` test per new node and per realization.
-- `uop.watcher` is told of every new node (its site is the innermost stack frame outside tinyjx and nn/) and
-  of each node `substitute` rebuilds (the copy keeps the original's site);
+Source lines come from `tinyjx.provenance`, whose recording this checker keeps on only while a check is on (the
+knob's watchers), so with it off nothing is recorded and nothing is checked: one `is None` test per new node
+and per realization.
 - nodes a derivative rule makes get the site of the node being differentiated, with the pass named
-  ('the backward pass (vjp) of sin'); the walks in `transforms/ad` call `watcher.attributed` for that, and
-  `transforms/batching` does the same for the nodes a batching rule makes;
+  ('the backward pass (vjp) of sin'), as provenance records them;
 - `array.nan_hook` checks what `realize_uops` computed; `jit` calls `check_jit` on its outputs.
 Eager arrays are lazy, so an eager NaN is reported when its value is computed, not when the op is written; the
 equation and line named are still the ones that made it.
 """
 from __future__ import annotations
-import linecache, os, sys, weakref
 import numpy as np
-from tinyjx import array, dtypes, settings, uop as uop_module
+from tinyjx import array, dtypes, provenance, settings
 from tinyjx.uop import UOp, Ops, GroupOp
-
-_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))          # the tinyjx package
-_LIBRARY = (_HERE + os.sep, os.path.join(os.path.dirname(_HERE), 'nn') + os.sep)
 
 def enabled() -> tuple[bool, bool]:
   """(check NaNs, check infs) in this thread now."""
   return bool(settings.get('JAX_DEBUG_NANS')), bool(settings.get('JAX_DEBUG_INFS'))
 
-# ---------------------------------------------------------------- where each node came from
-
-class Site:
-  """A user source line (file, line, function) and the derivative pass that made the node, if any."""
-  __slots__ = ('file', 'line', 'func', 'phase')
-  def __init__(self, file, line, func, phase=None): self.file, self.line, self.func, self.phase = file, line, func, phase
-  def with_phase(self, phase): return Site(self.file, self.line, self.func, phase)
-  def __str__(self):
-    code = linecache.getline(self.file, self.line).strip()
-    where = f"{self.file}:{self.line} in {self.func}" + (f": {code}" if code else "")
-    return where + (f" (in {self.phase})" if self.phase else "")
-
-def user_site() -> Site | None:
-  """The innermost frame of the caller's stack whose file is not part of tinyjx or nn/."""
-  f = sys._getframe(2)
-  while f is not None:
-    path = f.f_code.co_filename
-    if not path.startswith(_LIBRARY) and not path.startswith('<frozen'):
-      return Site(path, f.f_lineno, f.f_code.co_name)
-    f = f.f_back
-  return None
-
-class Recorder:
-  """The `uop.watcher` while a check is on: node -> Site, held weakly (a node's site dies with the node)."""
-  def __init__(self):
-    self.sites: 'weakref.WeakKeyDictionary[UOp, Site]' = weakref.WeakKeyDictionary()
-    self.attribution: list = []     # innermost last: the Site new nodes get while a derivative rule runs
-  def new(self, node: UOp) -> None:
-    site = self.attribution[-1] if self.attribution else user_site()
-    if site is not None: self.sites[node] = site
-  def derived(self, new: UOp, old: UOp) -> None:
-    if (site := self.sites.get(old)) is not None: self.sites[new] = site
-  def attributed(self, node: UOp, phase: str | None, rule, *args):
-    """Run `rule(*args)` with the nodes it makes attributed to `node`'s site, in `phase` of `node`'s op (a
-    derivative pass), or in `node`'s own phase where `phase` is None (a batching rule rewrites the node)."""
-    base = self.sites.get(node) or user_site() or Site('<unknown>', 0, '?')
-    self.attribution.append(base if phase is None else base.with_phase(f"{phase} of {node.op.name.lower()}"))
-    try:
-      return rule(*args)
-    finally:
-      self.attribution.pop()
-
-recorder = Recorder()
+# Where each node came from is tinyjx.provenance's job; this checker keeps its recording on while a knob is.
+Site, user_site, Recorder, recorder = provenance.Site, provenance.user_site, provenance.Recorder, provenance.recorder
 
 def _sync_hooks() -> None:
   """Install the hooks while either knob is on (in the thread that changed it); remove them when both are off."""
   on = any(enabled())
-  uop_module.watcher = recorder if on else None
+  provenance.keep(on)
   array.nan_hook = check_realized if on else None
 
 for _knob in ('JAX_DEBUG_NANS', 'JAX_DEBUG_INFS'):

@@ -3,7 +3,8 @@
 The whole pipeline is `PASSES`, an ordered list of named passes; each takes and returns the `Lowering`
 state (the graph, then the schedule, then the kernels, then the source). Its input is a jaxpr (params,
 outputs); its output is an `Executable` (runtime.py) of the device. DEBUG=3 prints the kernels with the
-jaxpr equations each one fused, DEBUG=4 the generated source, DEBUG>=5 the state after every pass.
+jaxpr equations each one fused, DEBUG=4 the generated source, DEBUG>=5 the state after every pass. VIZ=1 (or
+'file') hands each jitted program to `tinyjx.viz`, which watches the passes through `observer` (None otherwise).
 
 Eager realization goes through the same pipeline: `realize(device, roots)` (registered with the device layer,
 with `compile_jaxpr`, by `devices.register_pipeline` at the bottom of this file) turns the BUFFER leaves of a concrete graph into parameters and lifts its
@@ -165,6 +166,8 @@ PASSES = [
   ("compile", do_compile),              # the device's toolchain (for CPU the system C compiler), through its disk cache
 ]
 
+observer = None   # tinyjx.viz's recorder while it records a lowering: told .pass_start(name), .pass_done(name, st)
+
 def lower(device, params: list, outs: list) -> Lowering:
   """Run every pass on the program `params -> outs`; returns the final state (kernels, source, binary).
 
@@ -176,8 +179,11 @@ def lower(device, params: list, outs: list) -> Lowering:
   ['k0_reduce_sum']
   """
   st = Lowering(device, list(params), list(outs))
+  obs = observer
   for name, fn in PASSES:
+    if obs is not None: obs.pass_start(name)
     st = fn(st)
+    if obs is not None: obs.pass_done(name, st)
     if config.get('DEBUG') >= 5: print(f"*** after {name}:\n{_describe(st)}")
   if config.get('DEBUG') >= 3: print(kernel_report(st))
   if config.get('DEBUG') >= 4: print(st.source)
@@ -193,6 +199,13 @@ def compile_jaxpr(device, jaxpr) -> Executable:
   >>> exe.run([cpu.from_numpy(np.arange(3, dtype=np.float32), dtypes.float32)])[0].numpy()
   array([1., 3., 5.], dtype=float32)
   """
+  if config.get('VIZ') and jaxpr.name != "eager" and observer is None:   # a jitted program: record it for VIZ
+    from tinyjx import viz
+    return viz.compile_recorded(device, jaxpr, build_executable)
+  return build_executable(device, jaxpr)
+
+def build_executable(device, jaxpr) -> Executable:
+  """`compile_jaxpr` without VIZ's look: lower every pass and load the result."""
   st = lower(device, jaxpr.params, jaxpr.roots)   # effects first: they run in program order, then are dropped
   return Executable(device, st, st.binary, n_effects=len(jaxpr.effects))
 

@@ -136,6 +136,7 @@ class Executable:
     self._outs = [(s, self.slots[s].nbytes) for s in program.out_slots]
     self._out_index = {s: i for i, s in enumerate(program.out_slots)}
     self.n_intermediates = sum(1 for s in self.slots if s.kind == 'tmp')
+    self.timing_hook = None        # VIZ: the next run is timed and its step times handed to this function, once
 
   def _allocate(self, nbytes: int, slot: int | None):
     """Device memory for output `slot` (None: the arena of intermediates), or a MemoryError that says how much."""
@@ -187,7 +188,8 @@ class Executable:
       handles.update((s, h) for (s, _), h in zip(self._outs, outs))
       args = dev.arguments(len(self.slots), handles, self._template if own_arena else self._table(arena))
       frame = Frame(self, args, handles, arena)
-      if config.get('DEBUG') >= 2: self._run_timed(frame)
+      timed = config.get('DEBUG') >= 2 or self.timing_hook is not None
+      if timed: times = self._run_timed(frame)
       elif dev.host_memory:
         for st in self.steps: st.run(frame)
       else:
@@ -198,6 +200,9 @@ class Executable:
     finally:
       if own_arena: self._lock.release()
     _count(prog)
+    if timed and self.timing_hook is not None:
+      hook, self.timing_hook = self.timing_hook, None
+      hook(times)
     return self._results(inputs, outs)[self.n_effects:]
 
   def _bind(self, i: int, slot: int, size: int, want: Slot, buf):
@@ -226,12 +231,16 @@ class Executable:
       res.append(dev.from_numpy(np.array(a, copy=True, order='C'), dt))
     return res
 
-  def _run_timed(self, frame: Frame) -> None:
-    dev = self.device
+  def _run_timed(self, frame: Frame) -> list:
+    """Run every step, each kernel alone and synchronized (DEBUG=2 prints its time); returns (name, kind, start,
+    seconds) per kernel and runtime step, start in seconds from the beginning of the run."""
+    dev, times, begin, show = self.device, [], time.perf_counter(), config.get('DEBUG') >= 2
     for st in self.steps:
       if not isinstance(st, KernelCall):
+        t0 = time.perf_counter()
         st.run(frame)
         if not dev.host_memory: frame.flush(st.writes)
+        times.append((type(st).__name__, 'step', t0 - begin, time.perf_counter() - t0))
         continue
       for i in st.kernels:
         k, call = self.kernels[i], self._timed[i]
@@ -239,8 +248,11 @@ class Executable:
         call.run(frame)
         dev.synchronize()
         dt = time.perf_counter() - t0
+        times.append((k.name, 'kernel', t0 - begin, dt))
+        if not show: continue
         print(f"*** {dev.name} {k.name:<28} {dt * 1e6:9.1f} us  {k.flops / dt / 1e9:8.2f} GFLOP/s  "
               f"{k.nbytes / dt / 1e9:8.2f} GB/s")
+    return times
 
   @property
   def flops(self) -> int: return sum(k.flops for k in self.kernels)

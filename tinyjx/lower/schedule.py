@@ -12,6 +12,7 @@ elementwise consumers as an accumulator (index.py decides where that is legal). 
 - an elementwise node with transcendental work read by several kernels through different views;
 - the operand of a contraction read through a view that repeats its elements (a convolution's sliding
   windows): packing the operand evaluates every repeat, so what the view reads is computed once instead;
+- a contraction (a matmul's sum of products) read by another reduction: fused into it, it would not be tiled;
 - anything the kernel builder reported it cannot compute in place (`forced`, from `index.NeedsBuffer`).
 
 The result is a list of `KernelItem`s and `StepItem`s in dependency order.
@@ -62,6 +63,7 @@ def decide_buffers(roots: list, forced: set) -> set:
     if _needs_buffer(n): m.add(n)
     m.update(_forced_sources(n))
     m.update(_repeated_operands(n))
+    m.update(_contractions_below(n))
   users: dict = {}
   for n in nodes:
     for s in n.src: users.setdefault(s, set()).add(n)
@@ -85,6 +87,25 @@ def _repeated_operands(n: UOp) -> list:
     base = v
     while base.op in GroupOp.Movement: base = base.src[0]
     if base.op not in INPUT_OPS and base.op is not Ops.CONST and v.size >= 2 * base.size: out.append(base)
+  return out
+
+def _is_contraction(n: UOp) -> bool:
+  """A sum of products big enough to be a matmul (index.py tiles it only when it writes its own buffer)."""
+  if n.op is not Ops.REDUCE or n.arg[0] is not Ops.ADD: return False
+  prod = n.src[0].src[0] if n.src[0].op is Ops.PERMUTE else n.src[0]
+  return prod.op is Ops.MUL and n.size >= 64 and n.src[0].size >= 8 * n.size
+
+def _contractions_below(n: UOp) -> list:
+  """Contractions that a reduction would otherwise swallow (`sum(tanh(a @ b))`): fused, the matmul becomes a plain
+  loop nest inside the outer reduction (10-45x slower than the tiled kernel), so each gets a buffer."""
+  if n.op is not Ops.REDUCE: return []
+  out, seen, stack = [], set(), list(n.src)
+  while stack:
+    v = stack.pop()
+    if v in seen or v.op in INPUT_OPS: continue
+    seen.add(v)
+    if _is_contraction(v): out.append(v)
+    elif v.op is not Ops.REDUCE: stack.extend(v.src)
   return out
 
 def _worth_buffer(n: UOp, users: dict) -> bool:

@@ -490,12 +490,14 @@ def backward_pass(outs, cts, tags) -> list:
     if rule is None:
       raise NotImplementedError(f"reverse-mode differentiation (grad/vjp) of {node.op.name} is not implemented: "
                                 "tinyjx.transforms.ad.vjp_rules has no rule for it")
-    w = uop_module.watcher   # the NaN checker, while it is on: the rule's nodes get `node`'s source line
-    src_cts = rule(ct, node) if w is None else w.attributed(node, "the backward pass (vjp)", rule, ct, node)
+    w = uop_module.watcher   # provenance, while recorded: the rule's nodes get `node`'s source line and 'grad'
+    src_cts = rule(ct, node) if w is None else w.attributed(node, "the backward pass (vjp)", rule, ct, node,
+                                                            transform='grad')
     for s, c in zip(node.src, src_cts):
       if c is None or s not in dep: continue
       if isinstance(c, Exception): raise c
-      accumulate(ct_of, s, c)
+      if w is None: accumulate(ct_of, s, c)
+      else: w.attributed(s, "the backward pass (vjp)", accumulate, ct_of, s, c, transform='grad')
   return [ct_of.get(t) if t is not None else None for t in tags]
 
 def forward_pass(outs, tags, tangents) -> list:
@@ -511,7 +513,8 @@ def forward_pass(outs, tags, tangents) -> list:
       raise NotImplementedError(f"forward-mode differentiation (jvp) of {node.op.name} is not implemented: "
                                 "tinyjx.transforms.ad.jvp_rules has no rule for it")
     w = uop_module.watcher
-    out = rule(node, ts) if w is None else w.attributed(node, "the forward-mode derivative (jvp)", rule, node, ts)
+    out = rule(node, ts) if w is None else w.attributed(node, "the forward-mode derivative (jvp)", rule, node, ts,
+                                                        transform='jvp')
     if out is not None: tan[node] = out
   return [tan.get(o) for o in outs]
 
@@ -530,7 +533,7 @@ jaxpr_cache_stats = {'hits': 0, 'misses': 0}
 
 def memoized(kind: str, jaxpr: Jaxpr, masks: tuple, build):
   key = (kind, jaxpr.key, masks)
-  if key in _jaxpr_cache:
+  if key in _jaxpr_cache and uop_module.watcher is None:   # while provenance records, build again: fresh sites
     jaxpr_cache_stats['hits'] += 1
     _jaxpr_cache.move_to_end(key)
     return _jaxpr_cache[key]

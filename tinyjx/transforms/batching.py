@@ -224,8 +224,9 @@ def batch_node(node: UOp, srcs: list, bdims: list) -> tuple:
   if rule is None:
     raise NotImplementedError(f"vmap has no batching rule for {node.op.name} ({node!r}); add one to tinyjx."
                               "transforms.batching.batch_rules, or move this operation out of the vmapped function")
-  w = uop_module.watcher   # the NaN checker, while it is on: the batched nodes keep `node`'s source line
-  new, bdim = rule(node, srcs, bdims) if w is None else w.attributed(node, None, rule, node, srcs, bdims)
+  w = uop_module.watcher   # provenance, while recorded: the batched nodes keep `node`'s source line, plus 'vmap'
+  new, bdim = rule(node, srcs, bdims) if w is None else w.attributed(node, None, rule, node, srcs, bdims,
+                                                                     transform='vmap')
   return new, (bdim if is_batched(bdim) else None)
 
 def acts_on_current_axis(node: UOp) -> bool:
@@ -254,7 +255,7 @@ def batch_jaxpr(jaxpr, in_dims: tuple, size: int) -> tuple[list, list, list]:
   (jaxpr.key, in_dims, size and the active axes) so the same function is rewritten once. The outs start
   with the batched effects of `jaxpr` (`len(jaxpr.effects)` of them; their bdims say nothing)."""
   key = (jaxpr.key, tuple(in_dims), size, tuple(axis_stack))
-  if key in _cache:
+  if key in _cache and uop_module.watcher is None:   # while provenance records, batch again: fresh sites
     cache_stats['hits'] += 1
     _cache.move_to_end(key)
     return _cache[key]

@@ -24,6 +24,7 @@ import numpy as np
 from tinyjx import array, counters, devices, dtypes, settings, tracing, tree_util
 from tinyjx.array import Array, buffer_uop
 from tinyjx.devices import nans
+from tinyjx.transforms import retrace
 from tinyjx.uop import Ops, GroupOp, toposort
 
 FIX = ("mark that argument static with static_argnums/static_argnames (its value must be hashable), or replace "
@@ -43,9 +44,12 @@ class _Entry:
     self.jaxpr, self.exe, self.inline = jaxpr, None, inline
 
 class _Cache:
-  """The entries of one function (and static spec), plus the last key seen, for DEBUG's miss reasons."""
-  __slots__ = ('entries', 'last')
-  def __init__(self): self.entries, self.last = {}, None
+  """The entries of one function (and static spec), plus the last key and the signatures traced (the latest
+  `SIGNATURES_KEPT`), for the miss reasons of DEBUG and jax_explain_cache_misses (transforms/retrace.py)."""
+  __slots__ = ('entries', 'last', 'seen', 'warned')
+  def __init__(self): self.entries, self.last, self.seen, self.warned = {}, None, [], False
+
+SIGNATURES_KEPT = 64
 
 _shared: 'weakref.WeakKeyDictionary' = weakref.WeakKeyDictionary()
 # Executables by content (jaxpr.key, device, codegen knobs): a new function object with the same program (a lambda
@@ -263,10 +267,13 @@ class JitFunction:
       if debug >= 1: print(f"{self._name}: hit")
       return entry
     counters.add('cache_misses')
-    if debug >= 1: print(f"{self._name}: miss ({self._miss_reason(call)})")
+    explaining = debug >= 1 or settings.get('JAX_EXPLAIN_CACHE_MISSES')
+    new = retrace.Signature(call.key, self._paths(call))
+    if explaining: self._explain_miss(new, call, debug)
     entry = self._trace(call)
     key = (call.treedef.detached(),) + call.key[1:]   # unhashable aux data (a dict) is copied: the caller may mutate it
     self._cache.last = key
+    self._remember(retrace.Signature(key, new.paths), explaining)
     if not entry.inline: self._cache.entries[key] = entry   # a graph over an outer trace dies with that trace
     return entry
 
@@ -336,8 +343,8 @@ class JitFunction:
                              "make it hashable (e.g. a tuple instead of a list) or pass it as a regular "
                              "(traced) argument") from None
 
-  def _miss_reason(self, call: _Call) -> str:
-    old = self._cache.last
+  def _miss_reason(self, call: _Call, old=None) -> str:
+    old = self._cache.last if old is None else old
     if old is None: return "first call"
     (tree0, avals0, st0, dev0, cg0), (tree1, avals1, st1, dev1, cg1) = old, call.key
     if cg0 != cg1:
@@ -348,6 +355,32 @@ class JitFunction:
     paths = self._paths(call)
     changed = [f"{p} {_aval_text(a)} -> {_aval_text(b)}" for p, a, b in zip(paths, avals0, avals1) if a != b]
     return "new: " + ", ".join(changed)
+
+  def _differences(self, old: 'retrace.Signature', new: 'retrace.Signature') -> list:
+    return retrace.differences(old, new, lambda k: _static_label(k, self._sig), _tree_text, CODEGEN_KNOBS)
+
+  def _explain_miss(self, new: 'retrace.Signature', call: _Call, debug: int) -> None:
+    """DEBUG>=1 or jax_explain_cache_misses: why this call traces, against the closest signature traced before."""
+    seen = self._cache.seen
+    if not seen:
+      if debug >= 1: print(f"{self._name}: miss (first call)")
+      return
+    i, diffs = retrace.closest(seen, new, self._differences)
+    if debug >= 1: print(f"{self._name}: miss ({self._miss_reason(call, seen[i].key)})")
+    text = "; ".join(t for _, t in diffs) or ("the same signature as before: this function closes over a value of an "
+                                              "enclosing transform, so it is traced at every call")
+    print(f"{self._name}: retrace {len(seen) + 1}: {text} (against earlier signature {i + 1} of {len(seen)})")
+
+  def _remember(self, sig: 'retrace.Signature', explaining: bool) -> None:
+    """Keep the traced signature; warn once when there are more than `retrace.MANY` of them (while explaining)."""
+    seen = self._cache.seen
+    if any(s.key == sig.key for s in seen): return
+    seen.append(sig)
+    if len(seen) > SIGNATURES_KEPT: del seen[0]
+    if explaining and len(seen) > retrace.MANY and not self._cache.warned:
+      self._cache.warned = True
+      kinds = {k for j in range(1, len(seen)) for k, _ in retrace.closest(seen[:j], seen[j], self._differences)[1]}
+      retrace.warn_many(self._name, len(seen), kinds)
 
   # --- the staged API ---
   def trace(self, *args, **kwargs) -> 'Traced':
@@ -366,7 +399,7 @@ class JitFunction:
   def clear_cache(self) -> None:
     """Forget every traced and compiled signature of this function."""
     self._cache.entries.clear()
-    self._cache.last = None
+    self._cache.last, self._cache.seen, self._cache.warned = None, [], False
 
   def _cache_size(self) -> int: return len(self._cache.entries)
 
@@ -445,6 +478,11 @@ class Lowered:
                        "on its own; call it inside that transform instead")
     exe = self._entry.exe or self._fn._compile(self._entry, self._call)
     return Compiled(self._fn, self._entry, self._call, exe)
+  def explain(self):
+    """One row per jaxpr equation (source line, transform, kernel, its flops, bytes and time), then the kernels:
+    a `tinyjx.explain.Explanation`. `print(jit(f).lower(x).explain())`."""
+    from tinyjx.explain import explain_call
+    return explain_call(self._fn, self._call)
   def as_text(self) -> str:
     lower = getattr(self.device, 'lower_jaxpr', None)
     if lower is not None: return str(lower(self._entry.jaxpr))
