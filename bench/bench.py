@@ -1,6 +1,8 @@
-"""bench: tinyjx against numpy (and JAX, when it is importable) on the workloads of DESIGN section 11.
+"""bench: tinyjx against numpy (and JAX and PyTorch, when they are importable) on the workloads of DESIGN section 11.
 
-Run from the repository root: `python bench/bench.py` (or `/tmp/jaxenv/bin/python bench/bench.py` to add JAX).
+Run from the repository root: `python bench/bench.py`, or with a Python that has JAX and PyTorch installed (a
+test-only virtual environment, never a dependency: `pip install jax torch==2.13.0`) to add them. A peer that is not
+installed is said so and skipped.
 Prints one table: the median time of each workload per library (each library timed in a process of its
 own, the best of two turns), tinyjx's speedup over numpy, and tinyjx's
 GFLOP/s where the flop count is well defined. Then the first call of the jitted MLP training step in a
@@ -34,6 +36,15 @@ def load_jax():
   except Exception:
     return None, None
 
+def load_torch():
+  """PyTorch (CPU build) when installed and wanted in this process, else None."""
+  if os.environ.get('TINYJX_BENCH_NO_TORCH'): return None
+  try:
+    import torch
+    return torch
+  except Exception:
+    return None
+
 # --- workloads: each returns {library: zero-argument callable}, plus the flop count ---
 def gelu_np(y): return 0.5 * y * (1.0 + np.tanh(0.7978845608 * (y + 0.044715 * y * y * y)))
 
@@ -50,6 +61,11 @@ def gelu_chain(n=4 * 1024 * 1024):
     jf = jax.jit(lambda x, a, b: jax.nn.gelu(x * a + b, approximate=True))
     jx, ja, jb = jjnp.asarray(x), jjnp.asarray(a), jjnp.asarray(b)
     fns['jax'] = lambda: jf(jx, ja, jb).block_until_ready()
+  torch = load_torch()
+  if torch:
+    tgx, tga, tgb = (torch.from_numpy(v) for v in (x, a, b))
+    tgelu = torch.nn.functional.gelu
+    fns['torch'] = lambda: tgelu(tgx * tga + tgb, approximate='tanh')
   check = np.asarray(f(tx, ta, tb))
   np.testing.assert_allclose(check, gelu_np(x * a + b), rtol=1e-4, atol=1e-5)
   return fns, 12 * n
@@ -66,6 +82,10 @@ def matmul(n):
     jf = jax.jit(lambda a, b: a @ b)
     ja, jb = jjnp.asarray(a), jjnp.asarray(b)
     fns['jax'] = lambda: jf(ja, jb).block_until_ready()
+  torch = load_torch()
+  if torch:
+    pa, pb = torch.from_numpy(a), torch.from_numpy(b)
+    fns['torch'] = lambda: pa @ pb
   np.testing.assert_allclose(np.asarray(f(ta, tb)), a @ b, rtol=2e-3, atol=2e-3)
   return fns, 2 * n ** 3
 
@@ -85,6 +105,10 @@ def softmax_rows(shape=(4096, 1024)):
     jf = jax.jit(lambda x: jax.nn.softmax(x, axis=-1))
     jx = jjnp.asarray(x)
     fns['jax'] = lambda: jf(jx).block_until_ready()
+  torch = load_torch()
+  if torch:
+    px = torch.from_numpy(x)
+    fns['torch'] = lambda: torch.softmax(px, dim=-1)
   np.testing.assert_allclose(np.asarray(f(tx)), softmax_np(x), rtol=1e-5, atol=1e-7)
   return fns, 5 * x.size
 
@@ -191,8 +215,29 @@ def mlp_step_bench():
       loss.block_until_ready()
       state['jax'] = (p, m, v, t)
     fns['jax'] = run_jax
+  torch = load_torch()
+  if torch: fns['torch'] = torch_mlp_step(torch, params, x, y, loss_np)
   flops = 3 * 2 * BATCH * sum(a * b for a, b in zip(SIZES, SIZES[1:]))
   return fns, flops
+
+def torch_mlp_step(torch, params, x, y, loss_np):
+  """The same step in PyTorch eager (autograd and torch.optim.Adam with the same hyperparameters)."""
+  ps = [torch.from_numpy(a.copy()).requires_grad_() for layer in params for a in layer]
+  opt = torch.optim.Adam(ps, lr=LR, betas=(B1, B2), eps=EPS)
+  px, py = torch.from_numpy(x), torch.from_numpy(y)
+  def loss_fn():
+    h = px
+    for i in range(0, len(ps), 2):
+      h = h @ ps[i] + ps[i + 1]
+      if i < len(ps) - 2: h = torch.relu(h)
+    return -(py * torch.log_softmax(h, dim=-1)).sum(-1).mean()
+  np.testing.assert_allclose(float(loss_fn()), loss_np, rtol=1e-4)
+  def run():
+    opt.zero_grad(set_to_none=True)
+    loss = loss_fn()
+    loss.backward()
+    opt.step()
+  return run
 
 FIRST_CALL = """
 import sys, time
@@ -239,14 +284,17 @@ WORKLOADS = {
 def worker(name: str, lib: str, repeats: int) -> None:
   """One library on one workload, alone in this process: prints its median time in seconds."""
   if lib != 'jax': os.environ['TINYJX_BENCH_NO_JAX'] = '1'
+  if lib != 'torch': os.environ['TINYJX_BENCH_NO_TORCH'] = '1'
   fns, flops = WORKLOADS[name]()
   print(median_time(fns[lib], repeats), flops)
+
+PEERS = ('jax', 'torch')
 
 def measure(name: str, repeats: int, rounds: int = 2) -> tuple[dict, int]:
   """Each library in a process of its own (three thread pools in one process fight over two cores: the one
   that ran last still spins while the next one starts), in `rounds` alternating turns; the best median."""
   import importlib.util
-  libs = ['numpy', 'tinyjx'] + (['jax'] if importlib.util.find_spec('jax') else [])
+  libs = ['numpy', 'tinyjx'] + [lib for lib in PEERS if importlib.util.find_spec(lib)]
   times: dict = {}
   for _ in range(rounds):
     for lib in libs:
@@ -276,14 +324,21 @@ def main() -> None:
       rows.append((name, {}, 0, f"{type(e).__name__}: {e}"))
       continue
     rows.append((name, times, flops, ""))
-  print(f"\n{'workload':<36}{'numpy ms':>10}{'tinyjx ms':>11}{'jax ms':>9}{'vs numpy':>10}{'tinyjx GFLOP/s':>16}")
+  import importlib.util
+  missing = [lib for lib in PEERS if not importlib.util.find_spec(lib)]
+  if missing: print(f"not installed, skipped: {', '.join(missing)} (install them in a test-only venv to compare)")
+  print(f"\n{'workload':<36}{'numpy ms':>10}{'tinyjx ms':>11}{'jax ms':>9}{'torch ms':>10}{'vs numpy':>10}"
+        f"{'vs best peer':>14}{'tinyjx GFLOP/s':>16}")
   for name, times, flops, err in rows:
     if err:
       print(f"{name:<36}  error: {err[:100]}")
       continue
-    t_np, t_tj, t_jax = times.get('numpy'), times.get('tinyjx'), times.get('jax')
-    jax_txt = f"{t_jax * 1e3:9.2f}" if t_jax else f"{'-':>9}"
-    print(f"{name:<36}{t_np * 1e3:10.2f}{t_tj * 1e3:11.2f}{jax_txt}{t_np / t_tj:9.2f}x{flops / t_tj / 1e9:16.1f}")
+    t_np, t_tj = times.get('numpy'), times.get('tinyjx')
+    peers = [times[lib] for lib in PEERS if lib in times]
+    cols = "".join(f"{times[lib] * 1e3:{w}.2f}" if lib in times else f"{'-':>{w}}"
+                   for lib, w in (('jax', 9), ('torch', 10)))
+    best = f"{min(peers) / t_tj:13.2f}x" if peers else f"{'-':>14}"   # above 1: faster than every peer
+    print(f"{name:<36}{t_np * 1e3:10.2f}{t_tj * 1e3:11.2f}{cols}{t_np / t_tj:9.2f}x{best}{flops / t_tj / 1e9:16.1f}")
   if not args.no_first_call and not args.only:
     fc = first_call_times()
     for label, v in fc.items():
