@@ -64,22 +64,9 @@ def test_eager_code_runs_on_cl():
     np.testing.assert_allclose(np.asarray(out), np.ones(4), rtol=1e-5)
 
 def test_a_second_process_loads_the_program_binary(tmp_path):
-  script = textwrap.dedent("""
-    import numpy as np, tinyjx, tinyjx.numpy as jnp
-    from tinyjx.devices import cl
-    builds = []
-    original = cl.CLDevice._build_program
-    cl.CLDevice._build_program = lambda self, p, src: (builds.append(src), original(self, p, src))[1]
-    with tinyjx.Context(TINYJX_DEVICE='CL'):
-      print(float(tinyjx.jit(lambda x: jnp.sum(jnp.cos(x) * 3))(jnp.arange(5.0))), len(builds))
-  """)
-  env = dict(os.environ, TINYJX_CACHE_DIR=str(tmp_path / 'cache'), PYTHONPATH=ROOT)
-  runs = [subprocess.run([sys.executable, '-c', script], env=env, capture_output=True, text=True, timeout=300)
-          for _ in range(2)]
-  for r in runs: assert r.returncode == 0, r.stderr
-  (v1, n1), (v2, n2) = [r.stdout.split() for r in runs]
-  assert v1 == v2 and int(n1) >= 1 and int(n2) == 0
-  assert list((tmp_path / 'cache').glob('*.clbin')) and list((tmp_path / 'cache').glob('*.cl'))
+  patch = ("from tinyjx.devices import cl; original = cl.CLDevice._build_program; "
+           "cl.CLDevice._build_program = lambda self, p, src: (builds.append(src), original(self, p, src))[1]")
+  device_checks.second_process_reuses_the_binary(tmp_path, 'CL', patch, ('.clbin', '.cl'))
 
 def test_a_kernel_that_fails_to_build_shows_the_log_and_the_source(tmp_path):
   with tinyjx.Context(TINYJX_CACHE_DIR=str(tmp_path)):

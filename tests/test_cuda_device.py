@@ -379,22 +379,9 @@ def test_a_big_grid_strides_past_the_launch_limits():
 
 @needs_gpu
 def test_a_second_process_loads_the_cached_binary(tmp_path):
-  script = textwrap.dedent("""
-    import tinyjx, tinyjx.numpy as jnp
-    from tinyjx.devices import cuda
-    builds = []
-    original = cuda.NVRTC.compile
-    cuda.NVRTC.compile = lambda self, *a: (builds.append(a[1]), original(self, *a))[1]
-    with tinyjx.Context(TINYJX_DEVICE='CUDA'):
-      print(float(tinyjx.jit(lambda x: jnp.sum(jnp.cos(x) * 3))(jnp.arange(5.0))), len(builds))
-  """)
-  env = dict(os.environ, TINYJX_CACHE_DIR=str(tmp_path / 'cache'), PYTHONPATH=ROOT)
-  runs = [subprocess.run([sys.executable, '-c', script], env=env, capture_output=True, text=True, timeout=300)
-          for _ in range(2)]
-  for r in runs: assert r.returncode == 0, r.stderr
-  (v1, n1), (v2, n2) = [r.stdout.split() for r in runs]
-  assert v1 == v2 and int(n1) >= 1 and int(n2) == 0
-  assert list((tmp_path / 'cache').glob('*.cu'))
+  patch = ("from tinyjx.devices import cuda; original = cuda.NVRTC.compile; "
+           "cuda.NVRTC.compile = lambda self, *a: (builds.append(a[1]), original(self, *a))[1]")
+  device_checks.second_process_reuses_the_binary(tmp_path, 'CUDA', patch, ('.cu',))
 
 @needs_gpu
 def test_a_kernel_that_fails_to_build_on_the_gpu_shows_the_log(tmp_path):

@@ -29,8 +29,6 @@ def enabled() -> tuple[bool, bool]:
   return bool(settings.get('JAX_DEBUG_NANS')), bool(settings.get('JAX_DEBUG_INFS'))
 
 # Where each node came from is tinyjx.provenance's job; this checker keeps its recording on while a knob is.
-Site, user_site, Recorder, recorder = provenance.Site, provenance.user_site, provenance.Recorder, provenance.recorder
-
 def _sync_hooks() -> None:
   """Install the hooks while either knob is on (in the thread that changed it); remove them when both are off."""
   on = any(enabled())
@@ -76,43 +74,44 @@ class _Found(Exception):
 def _aval(u: UOp) -> str: return f"{u.dtype.short}[{','.join(map(str, u.shape))}]"
 
 def error_for(node: UOp, kind: str, where: str = "") -> FloatingPointError:
-  site = recorder.sites.get(node)
+  site = provenance.site_of(node)
   line = f" at {site}" if site is not None else " (no source line was recorded for it)"
   return FloatingPointError(f"invalid value ({kind}) encountered in {node.op.name.lower()} ({_aval(node)}){line}"
                             f"{where}. Turn the check off with tinyjx.config.update('jax_debug_{kind}s', False).")
 
 # ---------------------------------------------------------------- the two places values are computed
 
+NOT_REPRODUCED = ("but running it op by op on the PYTHON reference device gives none: the compiled kernels differ from "
+                  "the reference here (please report it, with the DEBUG=4 output)")
+
+def _bad_buffers(buffers: list, dts: list) -> list[tuple[int, str]]:
+  """(index, 'nan' or 'inf') of the buffers holding a bad value, for the knobs on now ([] when both are off); only
+  float buffers are read."""
+  nans, infs = enabled()
+  if not (nans or infs): return []
+  kinds = [_bad_kind(b.numpy(), d, nans, infs) if dtypes.is_float(d) else None for b, d in zip(buffers, dts)]
+  return [(i, k) for i, k in enumerate(kinds) if k is not None]
+
 def check_realized(roots: list[UOp], buffers: list) -> None:
   """`array.nan_hook`: raise if what `realize_uops` computed for `roots` holds a NaN (or inf)."""
-  nans, infs = enabled()
-  if not (nans or infs): return
-  bad = [r for r, b in zip(roots, buffers) if _bad_kind(b.numpy(), r.dtype, nans, infs)]
+  bad = _bad_buffers(buffers, [r.dtype for r in roots])
   if not bad: return
-  hit = locate(bad, {}, nans, infs)
+  hit = locate([roots[i] for i, _ in bad], {}, *enabled())
   if hit is None:
-    kind = _bad_kind(buffers[roots.index(bad[0])].numpy(), bad[0].dtype, nans, infs)
-    raise FloatingPointError(f"invalid value ({kind}) in a computed {_aval(bad[0])} array, but running its graph op "
-                             "by op on the PYTHON reference device gives none: the compiled kernels differ from the "
-                             "reference here (please report it, with the DEBUG=4 output)")
+    i, kind = bad[0]
+    raise FloatingPointError(f"invalid value ({kind}) in a computed {_aval(roots[i])} array, {NOT_REPRODUCED}")
   raise error_for(*hit)
 
 def outputs_bad(buffers: list) -> list[int]:
   """Indices of the jitted outputs holding a NaN (or inf), when a check is on."""
-  nans, infs = enabled()
-  if not (nans or infs): return []
-  return [i for i, b in enumerate(buffers) if _bad_kind(b.numpy(), b.dtype, nans, infs)]
+  return [i for i, _ in _bad_buffers(buffers, [b.dtype for b in buffers])]
 
 def hunt(jaxpr, inputs: list, name: str, first_bad: int) -> FloatingPointError:
   """The error for a jitted call whose output `first_bad` was bad: `jaxpr` (traced again with sites recorded)
   runs op by op on `inputs` (numpy values, one per param)."""
-  nans, infs = enabled()
   env = {p: np.asarray(v).reshape(p.shape).astype(p.dtype.np) for p, v in zip(jaxpr.params, inputs)}
-  hit = locate(list(jaxpr.outs), env, nans, infs)
-  if hit is None:
-    return FloatingPointError(f"{name}: output {first_bad} holds an invalid value, but the function run op by op on "
-                              "the PYTHON reference device gives none: the compiled kernels differ from the "
-                              "reference here (please report it, with the DEBUG=4 output)")
+  hit = locate(list(jaxpr.outs), env, *enabled())
+  if hit is None: return FloatingPointError(f"{name}: output {first_bad} holds an invalid value, {NOT_REPRODUCED}")
   return error_for(*hit, where=f", inside {name}")
 
 _sync_hooks()
