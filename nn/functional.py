@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools, itertools, math
 import tinyjx.numpy as jnp
 from tinyjx import random, custom_jvp, custom_vjp
-from tinyjx.lax_conv import window_view   # the sliding windows of a convolution, as one view
+from tinyjx.lax import window_view   # the sliding windows of a convolution, as one view
 
 __all__ = ['conv', 'conv_transpose', 'max_pool', 'avg_pool', 'max_pool1d', 'max_pool2d', 'avg_pool1d', 'avg_pool2d',
            'dropout', 'batch_norm', 'layer_norm', 'rms_norm', 'group_norm', 'flatten', 'cross_entropy']

@@ -17,13 +17,14 @@ from tinyjx import debug  # noqa: F401  (jax.debug.print and jax.debug.callback)
 from tinyjx.tracing import make_jaxpr  # noqa: F401
 from tinyjx import counters  # noqa: F401
 from tinyjx.transforms.jit import jit, disable_jit, eval_shape, block_until_ready, device_put  # noqa: F401
-from tinyjx.numpy import ShapeDtypeStruct  # noqa: F401
+from tinyjx.tracing import ShapeDtypeStruct  # noqa: F401
 from tinyjx.transforms.batching import vmap  # noqa: F401
 from tinyjx.transforms.ad import (grad, value_and_grad, vjp, jvp, linearize, jacfwd, jacrev, jacobian,  # noqa: F401
                                   hessian)
 from tinyjx.transforms.custom import custom_vjp, custom_jvp, checkpoint, remat  # noqa: F401
 from tinyjx.transforms.pmap import pmap  # noqa: F401
 from tinyjx.explain import explain  # noqa: F401
+from tinyjx import viz as _viz  # noqa: F401  (registers the VIZ recorder with the lowering)
 from tinyjx import distributed  # noqa: F401
 from tinyjx import scipy  # noqa: F401  (jax.scipy: special, stats, linalg)
 from tinyjx.distributed import process_index, process_count  # noqa: F401

@@ -104,7 +104,20 @@ def realize_uops(uops: list[UOp], operation: str = "computing a value", device=N
   return out
 
 # --- the Array ---
-api = None  # the tinyjx.numpy module, registered when it is imported (operators and methods call into it)
+class Registered:
+  """Functions of a floor above this one, filled in once by that floor when it is imported (DESIGN section 12:
+  the core imports nothing above it). `api` forwards to tinyjx.numpy, which registers itself with
+  `register_numpy`: Array's operators and methods, and the transforms below the numpy floor, call through it.
+  `placement` holds `array_device` and `array_devices` of tinyjx.devices_api (`Array.device`, `Array.devices()`),
+  registered with `register_placement`."""
+  def __init__(self, what: str): self._what, self._module = what, None
+  def __getattr__(self, name):
+    if self._module is None: raise RuntimeError(f"{self._what} is not registered yet; import tinyjx first")
+    return getattr(self._module, name)
+
+api, placement = Registered("tinyjx.numpy"), Registered("tinyjx.devices_api")
+def register_numpy(module) -> None: api._module = module
+def register_placement(functions) -> None: placement._module = functions
 
 class Array:
   """A lazy n-dimensional array: `jnp.asarray([1., 2.]) * 2`. `np.asarray(x)` computes and returns its value."""
@@ -184,11 +197,9 @@ class Array:
 
   @property
   def device(self):
-    from tinyjx import devices_api
-    return devices_api.array_device(self)
+    return placement.array_device(self)
   def devices(self) -> set:
-    from tinyjx import devices_api
-    return devices_api.array_devices(self)
+    return placement.array_devices(self)
 
   # --- operators and methods (bodies live in tinyjx.numpy) ---
   def __neg__(self): return api.negative(self)

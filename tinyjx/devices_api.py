@@ -223,7 +223,11 @@ class _CallableDevicesModule(types.ModuleType):
   """The `tinyjx.devices` package (device kinds and the registry), callable as JAX's `jax.devices()`."""
   def __call__(self, backend=None) -> list[Device]: return devices(backend)
 
-sys.modules['tinyjx.devices'].__class__ = _CallableDevicesModule
+devices_mod.__class__ = _CallableDevicesModule   # an API shim for `jax.devices()`, not wiring between floors
+
+# what the floors below call at run time (DESIGN section 12: registered once, here)
+array.register_placement(types.SimpleNamespace(array_device=array_device, array_devices=array_devices))
+distributed.count_local_devices = local_device_count
 
 __all__ = ['Device', 'devices', 'local_devices', 'device_count', 'local_device_count', 'set_cpu_devices',
            'device_put_sharded', 'device_put_replicated']

@@ -61,10 +61,12 @@ def _check_given(num_processes, process_id) -> None:
     if given is not None and int(given) != real:
       raise ValueError(f"initialize({what}={given}) disagrees with the MPI job, where it is {real}; leave it unset")
 
+# this process's device count, `tinyjx.devices_api.local_device_count`, which registers it here when imported
+count_local_devices = None
+
 def _join() -> None:
   """Fix the local device count (the same on every process) and make errors end the whole job."""
-  from tinyjx import devices_api
-  n = devices_api.local_device_count()
+  n = count_local_devices()
   counts = [int(b) for b in allgather_bytes(str(n).encode(), "tinyjx.distributed.initialize()")]
   if len(set(counts)) != 1:
     raise InconsistentProcessesError(f"the processes have different numbers of local devices {counts} (by process); "

@@ -614,6 +614,7 @@ from tinyjx.transforms.control_flow import (  # noqa: E402,F401
 from tinyjx.collectives import (  # noqa: E402,F401
   psum, pmean, pmax, pmin, all_gather, psum_scatter, ppermute, pshuffle, all_to_all, axis_index, axis_size)
 from tinyjx.lax_conv import *  # noqa: E402,F401,F403  (convolutions and reduce_window)
+from tinyjx.lax_conv import window_view  # noqa: E402,F401  (a tinyjx extra: the sliding windows as one view, for nn)
 from tinyjx import lax_linalg as linalg  # noqa: E402,F401  (lax.linalg: the factorizations, built on the loops above)
 import sys as _sys  # noqa: E402
 _sys.modules[__name__ + '.linalg'] = linalg  # so `import tinyjx.lax.linalg` works too, as `import jax.lax.linalg`

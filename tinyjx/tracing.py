@@ -16,7 +16,7 @@ runs in the primal computation only; `emit_effects` re-emits them where a jaxpr 
 from __future__ import annotations
 import functools, inspect, hashlib
 import numpy as np
-from tinyjx import dtypes, tree_util
+from tinyjx import array, dtypes, tree_util
 from tinyjx.array import Array, Trace, traces
 from tinyjx.uop import UOp, Ops, GroupOp, toposort, substitute, fresh_id, _arg_text
 
@@ -82,10 +82,8 @@ def run_effect(node: UOp) -> None:
   from tinyjx.array import realize_uops, buffers, realized_cache
   from tinyjx.uop import out_avals
   if node.op is Ops.DEBUG_CALLBACK:
-    from tinyjx.devices.python import python_rules
     done = realize_uops(list(node.src), "a debug callback")
-    vals = [buffers[b.arg[0]].numpy().reshape(u.shape) for b, u in zip(done, node.src)]
-    python_rules[node.op](node, *vals)
+    node.arg([buffers[b.arg[0]].numpy().reshape(u.shape) for b, u in zip(done, node.src)])   # the host call
     return
   multi = node.src[0]
   outs = [UOp(Ops.GETITEM, d, (multi,), i) for i, (_, d) in enumerate(out_avals(multi))]
@@ -136,9 +134,8 @@ def new_params(avals, name: str, paths=None, fix: str | None = None) -> tuple[li
 def to_out_uop(x, path: str) -> tuple[UOp, bool]:
   """The node and weak flag of a function output (an Array, a numpy array or a Python scalar)."""
   if isinstance(x, Array): return x.uop, x.weak
-  from tinyjx import numpy as jnp
   shape, dt, weak = aval_of(x, path)
-  return jnp.asarray(x).uop, weak
+  return array.api.asarray(x).uop, weak
 
 def trace_flat(fun, avals, name: str, paths=None, fix: str | None = None) -> Jaxpr:
   """Trace `fun(*flat_arrays) -> pytree of arrays` at the given avals; the jaxpr records the output tree."""
@@ -168,6 +165,14 @@ def trace(fun, args: tuple, kwargs: dict | None = None, name: str | None = None,
   jaxpr.in_tree = in_tree
   return jaxpr
 
+class ShapeDtypeStruct:
+  """A shape and dtype without a value (what `jax.eval_shape` returns)."""
+  def __init__(self, shape, dtype):
+    self.shape, self.dtype = tuple(shape), dtypes.to_dtype(dtype)
+  def __repr__(self): return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype})"
+  def __eq__(self, o): return isinstance(o, ShapeDtypeStruct) and (o.shape, o.dtype) == (self.shape, self.dtype)
+  def __hash__(self): return hash((self.shape, self.dtype))
+
 def make_jaxpr(fun, static_argnums=(), return_shape=False):
   """`make_jaxpr(f)(*args)`: the jaxpr of `f` at the avals of `args`, printable in JAX's style.
 
@@ -186,7 +191,6 @@ def make_jaxpr(fun, static_argnums=(), return_shape=False):
     paths = arg_paths(fun, args, kwargs, skip=fixed)
     jaxpr = trace(f, dyn, kwargs, name=f"make_jaxpr({getattr(fun, '__name__', 'fun')})", paths=paths)
     if return_shape:
-      from tinyjx.numpy import ShapeDtypeStruct
       shapes = [ShapeDtypeStruct(o.shape, o.dtype) for o in jaxpr.outs]
       return jaxpr, tree_util.tree_unflatten(jaxpr.out_tree, shapes)
     return jaxpr

@@ -14,7 +14,7 @@ Invariants the rest of tinyjx relies on:
 This module imports nothing else of tinyjx but dtypes.
 """
 from __future__ import annotations
-import enum, hashlib, itertools, math, weakref
+import enum, hashlib, itertools, math, operator, weakref
 from typing import Callable
 from tinyjx import dtypes
 from tinyjx.dtypes import DType
@@ -370,3 +370,14 @@ shape_rules: dict[Ops, Callable[[UOp], tuple]] = {
   **{op: (lambda u: ()) for op in GroupOp.Kernel},   # kernel-level nodes are scalars
   Ops.NOOP: lambda u: u.src[0].shape if u.src else (),   # at array level NOOP(x, 'stop_gradient') is an identity
 }
+
+def normalize_axis(axis: int, ndim: int, name: str = "axis") -> int:
+  """A non-negative axis; the error names the axis and the array's ndim."""
+  try:
+    axis = operator.index(axis)
+  except TypeError:
+    raise TypeError(f"{name} must be an int, got {axis!r}") from None
+  if not -ndim <= axis < ndim:
+    valid = f"valid: {-ndim} to {ndim - 1}" if ndim else "a 0-d array has no axes"
+    raise ValueError(f"{name} {axis} is out of bounds for an array of ndim {ndim} ({valid})")
+  return axis % ndim

@@ -166,6 +166,7 @@ PASSES = [
   ("compile", do_compile),              # the device's toolchain (for CPU the system C compiler), through its disk cache
 ]
 
+viz_compile = None   # tinyjx.viz.compile_recorded, registered by tinyjx.viz when it is imported
 observer = None   # tinyjx.viz's recorder while it records a lowering: told .pass_start(name), .pass_done(name, st)
 
 def lower(device, params: list, outs: list) -> Lowering:
@@ -199,9 +200,8 @@ def compile_jaxpr(device, jaxpr) -> Executable:
   >>> exe.run([cpu.from_numpy(np.arange(3, dtype=np.float32), dtypes.float32)])[0].numpy()
   array([1., 3., 5.], dtype=float32)
   """
-  if config.get('VIZ') and jaxpr.name != "eager" and observer is None:   # a jitted program: record it for VIZ
-    from tinyjx import viz
-    return viz.compile_recorded(device, jaxpr, build_executable)
+  if config.get('VIZ') and jaxpr.name != "eager" and observer is None and viz_compile is not None:
+    return viz_compile(device, jaxpr, build_executable)   # a jitted program: record it for VIZ
   return build_executable(device, jaxpr)
 
 def build_executable(device, jaxpr) -> Executable:

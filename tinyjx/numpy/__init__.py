@@ -10,6 +10,7 @@ Modules: `core` (conversion, promotion, elementwise, reductions), `creation`, `s
 import builtins as _builtins
 from tinyjx import array as _array, dtypes as _dtypes
 from tinyjx.array import Array
+from tinyjx.tracing import ShapeDtypeStruct  # noqa: F401  (jax.ShapeDtypeStruct, also jnp's)
 from tinyjx.numpy.core import *  # noqa: F401,F403
 from tinyjx.numpy.creation import *  # noqa: F401,F403
 from tinyjx.numpy.shape import *  # noqa: F401,F403
@@ -63,14 +64,6 @@ class integer: pass
 class signedinteger: pass
 class unsignedinteger: pass
 class number: pass
-
-class ShapeDtypeStruct:
-  """A shape and dtype without a value (what `jax.eval_shape` returns)."""
-  def __init__(self, shape, dtype):
-    self.shape, self.dtype = tuple(shape), _dtypes.to_dtype(dtype)
-  def __repr__(self): return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype})"
-  def __eq__(self, o): return isinstance(o, ShapeDtypeStruct) and (o.shape, o.dtype) == (self.shape, self.dtype)
-  def __hash__(self): return hash((self.shape, self.dtype))
 
 # --- JAX's argument check: array parameters take arrays or scalars, not lists (see core.check_arraylike) ---
 # The public functions are wrapped here, so the modules' own calls to each other pay nothing. Parameters are
@@ -126,6 +119,6 @@ def _wrap_public_functions() -> None:
 
 _wrap_public_functions()
 
-import sys as _sys
-_array.api = _sys.modules[__name__]
+from tinyjx import numpy as _this_module   # this package, complete now
+_array.register_numpy(_this_module)
 _dtypes.register_scalar_constructor(_scalar_type_call)

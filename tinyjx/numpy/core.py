@@ -11,7 +11,7 @@ import numpy as np
 from tinyjx import dtypes, devices
 from tinyjx.array import Array, buffer_uop
 from tinyjx.dtypes import DType
-from tinyjx.uop import UOp, Ops, ShapeError
+from tinyjx.uop import UOp, Ops, ShapeError, normalize_axis
 
 ArrayLike = "Array | np.ndarray | bool | int | float | list | tuple"
 
@@ -68,9 +68,11 @@ def asarray(x, dtype=None, copy=None, device=None) -> Array:
     if dt is None: return Array(UOp.const(x, weak_dt), weak=not isinstance(x, bool))
     return Array(UOp.const(x, dt))
   if isinstance(x, (list, tuple)) and builtins.any(isinstance(e, Array) for e in _flat(x)):
-    from tinyjx.numpy.shape import stack
-    out = stack([asarray(e, dt) for e in x])
-    return Array(out.uop, False)
+    arrs = [asarray(e, dt) for e in x]
+    if len({a.shape for a in arrs}) != 1:
+      raise ValueError(f"array: the elements of a list must have one shape, got {[a.shape for a in arrs]}")
+    arrs, joined_dt, _ = promote(*arrs)
+    return Array(join_along([a.uop.cast(joined_dt).reshape((1,) + a.shape) for a in arrs], 0))
   if isinstance(x, complex) or np.iscomplexobj(x): raise dtypes.DTypeError("complex values are not supported by tinyjx")
   if isinstance(x, np.generic) and x.dtype.kind in 'biuf': return Array(UOp.const(x.item(), dt or _host_dtype(x)))
   if hasattr(x, '__jax_array__'): return asarray(x.__jax_array__(), dtype)
@@ -412,15 +414,14 @@ def clip(x, min=None, max=None, a_min=None, a_max=None):  # noqa: A002 - numpy's
   if hi is not None: x = minimum(x, hi)
   return x
 def where(condition, x=None, y=None, *, size=None, fill_value=None):
-  """Elementwise `x if condition else y`, broadcasting all three. The one-argument form is `nonzero`
-  (it needs a concrete condition unless `size` is given).
+  """Elementwise `x if condition else y`, broadcasting all three. `jnp.where` is `indexing.where`, which also
+  takes the one-argument form (`nonzero`).
 
   >>> where(asarray([True, False]), 1, 2).tolist()
   [1, 2]
   """
   if x is None and y is None:
-    from tinyjx.numpy.indexing import nonzero
-    return nonzero(condition, size=size, fill_value=fill_value)
+    raise TypeError("numpy.core.where takes three arguments; the one-argument form is jnp.where (indexing.where)")
   if x is None or y is None: raise TypeError("where takes one argument or three (condition, x, y), not two")
   c = asarray(condition)
   if c.dtype is not dtypes.bool_: c = not_equal(c, 0)
@@ -529,10 +530,9 @@ def full(shape, fill_value, dtype=None) -> Array:
   >>> full((2,), 7).tolist()
   [7, 7]
   """
-  shape = _shape_arg(shape)
+  shape = shape_arg(shape)
   v = asarray(fill_value, dtype)
   if v.uop.op is Ops.CONST: return Array(UOp.const(v.uop.arg[0], v.dtype, shape), v.weak)
-  from tinyjx.numpy.shape import broadcast_to
   return broadcast_to(v, shape)
 def zeros(shape, dtype=None, device=None) -> Array:
   """An array of zeros (the default float type unless `dtype` is given).
@@ -552,7 +552,7 @@ def full_like(x, fill_value, dtype=None, shape=None) -> Array:
 def zeros_like(x, dtype=None, shape=None) -> Array: return full_like(x, 0, dtype, shape)
 def ones_like(x, dtype=None, shape=None) -> Array: return full_like(x, 1, dtype, shape)
 
-def _shape_arg(shape) -> tuple:
+def shape_arg(shape) -> tuple:
   if isinstance(shape, (int, np.integer)): shape = (int(shape),)
   try:
     shape = tuple(int(operator_index(s)) for s in shape)
@@ -566,17 +566,6 @@ def operator_index(s):
   return operator.index(s)
 
 # --- reductions ---
-def normalize_axis(axis: int, ndim: int, name: str = "axis") -> int:
-  """A non-negative axis; the error names the axis and the array's ndim."""
-  try:
-    axis = operator_index(axis)
-  except TypeError:
-    raise TypeError(f"{name} must be an int, got {axis!r}") from None
-  if not -ndim <= axis < ndim:
-    valid = f"valid: {-ndim} to {ndim - 1}" if ndim else "a 0-d array has no axes"
-    raise ValueError(f"{name} {axis} is out of bounds for an array of ndim {ndim} ({valid})")
-  return axis % ndim
-
 def normalize_axes(axis, ndim: int) -> tuple:
   """Sorted non-negative axes from None (all), an int or a tuple; duplicates are an error."""
   if axis is None: return tuple(range(ndim))
@@ -601,7 +590,6 @@ def _no_out(out) -> None:
   if out is not None: raise NotImplementedError("out= is not supported: tinyjx arrays are immutable; use the result")
 
 def _mask(where, x: Array) -> Array:
-  from tinyjx.numpy.shape import broadcast_to
   return broadcast_to(_to_bool(where), x.shape)
 
 def _reduce(op: Ops, x, axis, keepdims: bool, dtype=None, where=None, initial=None) -> Array:
@@ -809,3 +797,35 @@ def array_equiv(a1, a2) -> Array:
   try: broadcast_shapes(x.shape, y.shape)
   except ValueError: return asarray(False)
   return all(equal(x, y))
+
+# --- views and joins the other numpy modules build on ---
+def broadcast_to(array, shape) -> Array:
+  """A view of `array` broadcast to `shape` (numpy rules: leading axes are added, size-1 axes grow).
+
+  >>> broadcast_to(asarray([0, 1, 2]), (2, 3)).shape
+  (2, 3)
+  """
+  a = asarray(array)
+  shape = shape_arg(shape)
+  ok = len(shape) >= a.ndim and builtins.all(s in (1, t) for s, t in zip(a.shape[::-1], shape[::-1]))
+  if not ok:
+    raise ValueError(f"cannot broadcast an array of shape {a.shape} to shape {shape}: each trailing axis must "
+                     "match or be 1 (use reshape or expand_dims to line the axes up)")
+  u = a.uop
+  if u.op is Ops.CONST: return Array(UOp.const(u.arg[0], u.dtype, shape), a.weak)
+  return Array(u.broadcast_to(shape), a.weak)
+
+def axis_pads(ndim: int, axis: int, lo: int, hi: int) -> tuple:
+  return tuple((lo, hi) if d == axis else (0, 0) for d in range(ndim))
+
+def join_along(pieces: list[UOp], axis: int) -> UOp:
+  """Pieces of one dtype laid end to end along `axis`: each is padded into place and the pads are summed."""
+  total = builtins.sum(p.shape[axis] for p in pieces)
+  nonempty = [(i, p) for i, p in enumerate(pieces) if p.shape[axis] or total == 0]
+  offsets = np.cumsum([0] + [p.shape[axis] for p in pieces]).tolist()
+  join_op = Ops.OR if pieces[0].dtype is dtypes.bool_ else Ops.ADD
+  out = None
+  for i, p in nonempty:
+    placed = p.pad(axis_pads(p.ndim, axis, offsets[i], total - offsets[i + 1]))
+    out = placed if out is None else out.alu(join_op, placed)
+  return out

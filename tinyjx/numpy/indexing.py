@@ -22,10 +22,10 @@ from tinyjx import dtypes
 from tinyjx.array import Array, ConcretizationError, concretization_error
 from tinyjx.uop import UOp, Ops
 from tinyjx.numpy import core
-from tinyjx.numpy.core import asarray, normalize_axis
+from tinyjx.numpy.core import asarray, normalize_axis, where as core_where
 
 __all__ = ['_getitem', '_IndexUpdateHelper', 'take', 'take_along_axis', 'put_along_axis', 'sort', 'argsort',
-           'lexsort', 'nonzero', 'argwhere', 'flatnonzero', 'searchsorted', 'diagonal', 'diag', 'trace', 'unique',
+           'lexsort', 'where', 'nonzero', 'argwhere', 'flatnonzero', 'searchsorted', 'diagonal', 'diag', 'trace', 'unique',
            'unravel_index']
 
 SUPPORTED = ("integers, slices, None (jnp.newaxis), Ellipsis (...), integer arrays or lists of integers, "
@@ -508,6 +508,16 @@ def _concrete_value(a: Array, name: str, fix: str) -> np.ndarray:
     err = concretization_error(a.uop, name)
     raise type(err)(f"{err} {name} returns a shape that depends on the values; {fix}") from None
   return np.asarray(a)
+
+def where(condition, x=None, y=None, *, size=None, fill_value=None):
+  """`jnp.where`: with three arguments elementwise `x if condition else y` (`numpy.core.where`); with one, the
+  indices where `condition` is true (`nonzero`, which needs a concrete condition unless `size` is given).
+
+  >>> where(asarray([True, False]), 1, 2).tolist(), [i.tolist() for i in where(asarray([0, 3, 4]))]
+  ([1, 2], [[1, 2]])
+  """
+  if x is None and y is None: return nonzero(condition, size=size, fill_value=fill_value)
+  return core_where(condition, x, y)
 
 def nonzero(a, *, size: int | None = None, fill_value=None) -> tuple:
   """Indices of the nonzero elements, one int32 array per axis.

@@ -13,7 +13,8 @@ import numpy as np
 from tinyjx import dtypes
 from tinyjx.array import Array
 from tinyjx.uop import UOp, Ops
-from tinyjx.numpy.core import asarray, promote, normalize_axis, normalize_axes, broadcast_shapes, _shape_arg
+from tinyjx.numpy.core import (asarray, promote, normalize_axis, normalize_axes, broadcast_shapes, broadcast_to,
+                               join_along, axis_pads, shape_arg)
 
 __all__ = ['reshape', 'ravel', 'transpose', 'permute_dims', 'matrix_transpose', 'swapaxes', 'moveaxis', 'expand_dims',
            'squeeze', 'broadcast_to', 'broadcast_arrays', 'concatenate', 'stack', 'vstack', 'row_stack', 'hstack',
@@ -22,9 +23,6 @@ __all__ = ['reshape', 'ravel', 'transpose', 'permute_dims', 'matrix_transpose', 
            'ndim', 'size']
 
 def _view(a: Array, u: UOp) -> Array: return Array(u, a.weak)
-
-def _axis_pads(ndim: int, axis: int, lo: int, hi: int) -> tuple:
-  return tuple((lo, hi) if d == axis else (0, 0) for d in range(ndim))
 
 def _axis_bounds(shape: tuple, axis: int, start: int, stop: int) -> tuple:
   return tuple((start, stop) if d == axis else (0, s) for d, s in enumerate(shape))
@@ -161,22 +159,6 @@ def squeeze(a, axis=None) -> Array:
   return _view(a, a.uop.reshape(tuple(s for i, s in enumerate(a.shape) if i not in axes)))
 
 # --- broadcasting ---
-def broadcast_to(array, shape) -> Array:
-  """A view of `array` broadcast to `shape` (numpy rules: leading axes are added, size-1 axes grow).
-
-  >>> broadcast_to(arange(3), (2, 3)).shape
-  (2, 3)
-  """
-  a = asarray(array)
-  shape = _shape_arg(shape)
-  ok = len(shape) >= a.ndim and builtins.all(s in (1, t) for s, t in zip(a.shape[::-1], shape[::-1]))
-  if not ok:
-    raise ValueError(f"cannot broadcast an array of shape {a.shape} to shape {shape}: each trailing axis must "
-                     "match or be 1 (use reshape or expand_dims to line the axes up)")
-  u = a.uop
-  if u.op is Ops.CONST: return _view(a, UOp.const(u.arg[0], u.dtype, shape))
-  return _view(a, u.broadcast_to(shape))
-
 def broadcast_arrays(*args) -> list[Array]:
   """The arguments broadcast to their common shape."""
   arrs = [asarray(a) for a in args]
@@ -184,18 +166,6 @@ def broadcast_arrays(*args) -> list[Array]:
   return [broadcast_to(a, shape) for a in arrs]
 
 # --- joining ---
-def _join(pieces: list[UOp], axis: int) -> UOp:
-  """Pieces of one dtype laid end to end along `axis`: each is padded into place and the pads are summed."""
-  total = builtins.sum(p.shape[axis] for p in pieces)
-  nonempty = [(i, p) for i, p in enumerate(pieces) if p.shape[axis] or total == 0]
-  offsets = np.cumsum([0] + [p.shape[axis] for p in pieces]).tolist()
-  join_op = Ops.OR if pieces[0].dtype is dtypes.bool_ else Ops.ADD
-  out = None
-  for i, p in nonempty:
-    placed = p.pad(_axis_pads(p.ndim, axis, offsets[i], total - offsets[i + 1]))
-    out = placed if out is None else out.alu(join_op, placed)
-  return out
-
 def concatenate(arrays, axis=0, dtype=None) -> Array:
   """Join arrays along an existing axis (`axis=None` flattens them first); dtypes promote as in JAX.
 
@@ -217,7 +187,7 @@ def concatenate(arrays, axis=0, dtype=None) -> Array:
     raise ValueError(f"concatenate: shapes must agree except along axis {ax}, got {[a.shape for a in arrs]}")
   arrs, dt, weak = promote(*arrs)
   if dtype is not None: dt, weak = dtypes.to_dtype(dtype), False
-  return Array(_join([a.uop.cast(dt) for a in arrs], ax), weak)
+  return Array(join_along([a.uop.cast(dt) for a in arrs], ax), weak)
 
 def stack(arrays, axis: int = 0, dtype=None) -> Array:
   """Join arrays of one shape along a new axis.
@@ -326,7 +296,7 @@ def _pad_constant(a: Array, widths, constant_values) -> Array:
     return _view(a, UOp(Ops.WHERE, a.dtype, (mask, u.pad(widths), c)))
   for axis, ((lo, hi), (clo, chi)) in enumerate(zip(widths, _as_pairs(constant_values, a.ndim, "constant_values"))):
     n = u.shape[axis]
-    u = u.pad(_axis_pads(u.ndim, axis, lo, hi))
+    u = u.pad(axis_pads(u.ndim, axis, lo, hi))
     idx = _iota(u.shape, axis)
     for c, width, side in ((clo, lo, Ops.CMPLT), (chi, hi, None)):
       c = UOp.const(c, a.dtype, u.shape)
@@ -362,10 +332,10 @@ def _pad_axis(u: UOp, axis: int, lo: int, hi: int, mode: str) -> UOp:
   if mode == 'edge' or (mode == 'reflect' and n == 1):
     first, last = _slice_axis(u, axis, 0, 1), _slice_axis(u, axis, n - 1, n)
     grow = lambda e, k: e.expand(e.shape[:axis] + (k,) + e.shape[axis + 1:])  # noqa: E731
-    return _join([grow(first, lo), u, grow(last, hi)], axis)
+    return join_along([grow(first, lo), u, grow(last, hi)], axis)
   if mode == 'wrap': period = u
-  elif mode == 'symmetric': period = _join([u, u.flip((axis,))], axis)
-  else: period = _join([u, _slice_axis(u, axis, 1, n - 1).flip((axis,))], axis)  # reflect
+  elif mode == 'symmetric': period = join_along([u, u.flip((axis,))], axis)
+  else: period = join_along([u, _slice_axis(u, axis, 1, n - 1).flip((axis,))], axis)  # reflect
   return _periodic_window(period, axis, -lo, lo + n + hi)
 
 PAD_MODES = ('constant', 'edge', 'reflect', 'symmetric', 'wrap', 'empty')

@@ -22,7 +22,7 @@ differentiate the same composition here (`decomposed_vjp`/`decomposed_jvp`), so 
 """
 from __future__ import annotations
 import collections, functools, math
-from tinyjx import dtypes, tree_util, tracing, uop as uop_module
+from tinyjx import array as array_module, dtypes, tree_util, tracing, uop as uop_module
 from tinyjx.array import Array, realize_uops
 from tinyjx.tracing import Jaxpr
 from tinyjx.uop import UOp, Ops, GroupOp, substitute, fresh_id, out_avals
@@ -584,8 +584,7 @@ def as_array(x, path: str) -> Array:
   """An Array for a differentiated argument (Array, numpy array or Python scalar), with a clear error otherwise."""
   if isinstance(x, Array): return x
   _, _, weak = tracing.aval_of(x, path)
-  from tinyjx import numpy as jnp
-  a = jnp.asarray(x)
+  a = array_module.api.asarray(x)
   return Array(a.uop, weak)
 
 def aval_text(u) -> str: return f"{u.dtype.short}[{','.join(map(str, u.shape))}]"
@@ -906,4 +905,3 @@ def stop_gradient(x):
     return Array(UOp(Ops.NOOP, a.dtype, (a.uop,), 'stop_gradient'), a.weak)
   return tree_util.tree_map(stop, x)
 
-from tinyjx.transforms import custom as _custom  # noqa: E402,F401  (registers the rules of custom_vjp/jvp, checkpoint)

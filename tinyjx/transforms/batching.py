@@ -30,7 +30,7 @@ from __future__ import annotations
 import collections, contextlib, functools, operator
 import numpy as np
 from tinyjx import tree_util, tracing, uop as uop_module
-from tinyjx.array import Array
+from tinyjx.array import Array, api   # api: tinyjx.numpy, registered with the array layer
 from tinyjx.uop import UOp, Ops, GroupOp, toposort, substitute, fresh_id
 
 # ---------------------------------------------------------------- axis context
@@ -391,7 +391,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
 
   @functools.wraps(fun)
   def batched(*args, **kwargs):
-    from tinyjx import numpy as jnp
+    jnp = api
     leaves, in_tree = tree_util.tree_flatten((args, kwargs))
     axes = flat_in_axes(in_axes, args, kwargs)
     paths = tracing.arg_paths(fun, args, kwargs)

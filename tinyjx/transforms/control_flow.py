@@ -26,12 +26,11 @@ import numpy as np
 from tinyjx import dtypes, tree_util, tracing
 from tinyjx.array import Array
 from tinyjx.tracing import Jaxpr
-from tinyjx.uop import UOp, Ops, toposort, substitute, fresh_id
+from tinyjx.uop import UOp, Ops, toposort, substitute, fresh_id, normalize_axis
 from tinyjx.devices import python as pydev
 from tinyjx.transforms import ad, batching
 from tinyjx.lower import runtime
-import tinyjx.numpy as jnp
-from tinyjx.numpy.core import normalize_axis
+from tinyjx.array import api as jnp   # tinyjx.numpy, registered with the array layer
 
 LOOP_FIX = ("inside lax.cond / while_loop / scan the operands and carry are traced; branch with lax.cond or "
             "jnp.where instead of Python control flow, or pass fixed values in from outside the construct")

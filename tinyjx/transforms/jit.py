@@ -121,7 +121,7 @@ def _aval_text(aval) -> str:
   shape, dt, weak = aval
   return f"{'~' if weak else ''}{dt.short}[{','.join(map(str, shape))}]"
 
-def _spec_aval(x, path: str) -> tuple:
+def spec_aval(x, path: str) -> tuple:
   """An aval from an argument or from an abstract spec (anything with .shape and .dtype, e.g. ShapeDtypeStruct)."""
   if not isinstance(x, (Array, np.ndarray, np.generic)) and hasattr(x, 'shape') and hasattr(x, 'dtype'):
     return (tuple(x.shape), dtypes.to_dtype(x.dtype, path), bool(getattr(x, 'weak_type', False)))
@@ -147,7 +147,7 @@ def _closes_over_a_trace(jaxpr) -> bool:
 
 # ---------------------------------------------------------------- input and output buffers
 
-def _host_buffer(data: np.ndarray, dt, dev):
+def host_buffer(data: np.ndarray, dt, dev):
   if dt is dtypes.bfloat16: data = dtypes.round_bf16(data.astype(np.float32))
   return dev.from_numpy(np.array(data, dtype=dt.np, order='C'), dt)   # (np.ascontiguousarray makes 0-d arrays 1-d)
 
@@ -161,14 +161,14 @@ def _placed_on(leaves: list) -> str | None:
       return u.arg[2]
   return None
 
-def _input_buffers(leaves: list, avals: tuple, dev) -> list:
+def input_buffers(leaves: list, avals: tuple, dev) -> list:
   """One Buffer on `dev` per dynamic leaf: buffers as they are, lazy graphs realized together, host data copied in."""
   bufs, lazy = [], []
   for i, x in enumerate(leaves):
     u = x.uop if isinstance(x, Array) else None
-    if u is None: bufs.append(_host_buffer(np.asarray(x), avals[i][1], dev))
+    if u is None: bufs.append(host_buffer(np.asarray(x), avals[i][1], dev))
     elif u.op is Ops.BUFFER: bufs.append(array.buffers[u.arg[0]])
-    elif u.op is Ops.CONST: bufs.append(_host_buffer(np.full(u.shape, u.arg[0], u.dtype.np), u.dtype, dev))
+    elif u.op is Ops.CONST: bufs.append(host_buffer(np.full(u.shape, u.arg[0], u.dtype.np), u.dtype, dev))
     else: bufs.append(None); lazy.append(i)
   if lazy:
     done = array.realize_uops([leaves[i].uop for i in lazy], "passing an array to a jitted function")
@@ -211,10 +211,10 @@ class JitFunction:
   # --- calling ---
   def __call__(self, *args, **kwargs):
     if settings.get('NOJIT'): return self.fun(*args, **kwargs)
-    call = self._bind(args, kwargs, tracing.aval_of)
+    call = self.bind(args, kwargs, tracing.aval_of)
     return self._execute(self._entry(call), call)
 
-  def _bind(self, args: tuple, kwargs: dict, aval_fn) -> _Call:
+  def bind(self, args: tuple, kwargs: dict, aval_fn) -> _Call:
     call = _Call()
     call.args, call.static_pos, call.static_kw = args, {}, {}
     if self.static_argnums or self.static_argnames: args, kwargs = self._split_static(call, args, kwargs)
@@ -320,7 +320,7 @@ class JitFunction:
       outs = [Array(u, w) for u, w in zip(jaxpr(*ins), jaxpr.out_weak)]
     else:
       exe = entry.exe or self._compile(entry, call)
-      bufs = exe.run(_input_buffers(leaves, call.key[1], call.device))
+      bufs = exe.run(input_buffers(leaves, call.key[1], call.device))
       if array.nan_hook is not None: self._check_nans(call, bufs)
       outs = [Array(buffer_uop(b), w) for b, w in zip(bufs, jaxpr.out_weak)]
     return tree_util.tree_unflatten(jaxpr.out_tree, outs)
@@ -385,7 +385,7 @@ class JitFunction:
   # --- the staged API ---
   def trace(self, *args, **kwargs) -> 'Traced':
     """Stage 1: the jaxpr of `f` at these arguments (arrays or ShapeDtypeStructs). `print(jit(f).trace(x))`."""
-    call = self._bind(args, kwargs, _spec_aval)
+    call = self.bind(args, kwargs, spec_aval)
     return Traced(self, self._entry(call), call)
 
   def lower(self, *args, **kwargs) -> 'Lowered':
@@ -442,8 +442,10 @@ def jit(fun=None, static_argnums=(), static_argnames=(), donate_argnums=(), dona
 # ---------------------------------------------------------------- stages
 
 def _out_info(jaxpr):
-  from tinyjx.numpy import ShapeDtypeStruct
+  from tinyjx.tracing import ShapeDtypeStruct
   return tree_util.tree_unflatten(jaxpr.out_tree, [ShapeDtypeStruct(o.shape, o.dtype) for o in jaxpr.outs])
+
+explainer = None   # tinyjx.explain.explain_call, registered by tinyjx.explain when it is imported
 
 class Traced:
   """`jit(f).trace(*args)`: the jaxpr (`.jaxpr`, printed by `str`), `.out_info`, and `.lower()`."""
@@ -481,8 +483,8 @@ class Lowered:
   def explain(self):
     """One row per jaxpr equation (source line, transform, kernel, its flops, bytes and time), then the kernels:
     a `tinyjx.explain.Explanation`. `print(jit(f).lower(x).explain())`."""
-    from tinyjx.explain import explain_call
-    return explain_call(self._fn, self._call)
+    if explainer is None: raise RuntimeError("Lowered.explain() needs tinyjx.explain; import tinyjx first")
+    return explainer(self._fn, self._call)
   def as_text(self) -> str:
     lower = getattr(self.device, 'lower_jaxpr', None)
     if lower is not None: return str(lower(self._entry.jaxpr))
@@ -498,7 +500,7 @@ class Compiled:
   @property
   def out_info(self): return _out_info(self._entry.jaxpr)
   def __call__(self, *args, **kwargs):
-    call = self._fn._bind(args, kwargs, tracing.aval_of)
+    call = self._fn.bind(args, kwargs, tracing.aval_of)
     if call.key != self._call.key:
       saved, self._fn._cache.last = self._fn._cache.last, self._call.key
       try:
@@ -535,7 +537,7 @@ def eval_shape(fun, *args, **kwargs):
   """
   leaves, treedef = tree_util.tree_flatten((args, kwargs))
   paths = tracing.arg_paths(fun, args, kwargs)
-  avals = [_spec_aval(x, p) for x, p in zip(leaves, paths)]
+  avals = [spec_aval(x, p) for x, p in zip(leaves, paths)]
   def flat_fun(*flat):
     a, kw = tree_util.tree_unflatten(treedef, list(flat))
     return fun(*a, **kw)

@@ -27,7 +27,7 @@ Two ways in:
   them), as for a call of `jit(f)`; static arguments are not supported here: close over them instead.
 """
 from __future__ import annotations
-import http.server, json, os, re, tempfile, threading, warnings
+import json, os, re, tempfile, threading, warnings
 from importlib import resources
 import numpy as np
 from tinyjx import settings as config
@@ -165,21 +165,22 @@ def publish(data: dict) -> None:
       return
   print(f"VIZ: {_server[0][1]}")
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-  def do_GET(self):   # noqa: N802 - the http.server name
-    with _lock: body = html(list(_pages)).encode('utf-8')
-    if self.path.split('?')[0] not in ('/', '/index.html'):
-      self.send_error(404, "the VIZ page is at /")
-      return
-    self.send_response(200)
-    self.send_header('Content-Type', 'text/html; charset=utf-8')
-    self.send_header('Content-Length', str(len(body)))
-    self.end_headers()
-    self.wfile.write(body)
-  def log_message(self, *a): pass
-
 def _make_server(port: int):
-  return http.server.ThreadingHTTPServer(('127.0.0.1', port), _Handler)
+  import http.server   # here, not at import: `import tinyjx` imports this module to register the recorder
+
+  class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):   # noqa: N802 - the http.server name
+      with _lock: body = html(list(_pages)).encode('utf-8')
+      if self.path.split('?')[0] not in ('/', '/index.html'):
+        self.send_error(404, "the VIZ page is at /")
+        return
+      self.send_response(200)
+      self.send_header('Content-Type', 'text/html; charset=utf-8')
+      self.send_header('Content-Length', str(len(body)))
+      self.end_headers()
+      self.wfile.write(body)
+    def log_message(self, *a): pass
+  return http.server.ThreadingHTTPServer(('127.0.0.1', port), Handler)
 
 def _start_server(port: int) -> tuple:
   server = _make_server(port)
@@ -194,3 +195,6 @@ def stop() -> None:
       server.server_close()
     _server.clear()
     _pages.clear()
+
+from tinyjx import lower as _lowering
+_lowering.viz_compile = compile_recorded   # the lowering hands jitted programs here while VIZ is on
