@@ -305,4 +305,6 @@ def test_pad_like_jax():
     lax.pad(x, 0., [(-2, -2, 0)])
 
 def test_doctests():
-  assert doctest.testmod(lax, optionflags=doctest.ELLIPSIS).failed == 0
+  from tinyjx import lax_primitives
+  for module in (lax, lax_primitives):
+    assert doctest.testmod(module, optionflags=doctest.ELLIPSIS).failed == 0, module.__name__

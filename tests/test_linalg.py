@@ -249,4 +249,6 @@ def test_norm_of_ints_and_errors():
   assert not hasattr(jnp, 'norm')
 
 def test_doctests():
-  assert doctest.testmod(linalg, optionflags=doctest.ELLIPSIS).failed == 0
+  from tinyjx.numpy import products
+  for module in (linalg, products):
+    assert doctest.testmod(module, optionflags=doctest.ELLIPSIS).failed == 0, module.__name__

@@ -91,7 +91,7 @@ def device_invariant(u: UOp) -> bool:
 def as_array(leaf) -> Array:
   """An Array for a leaf (a Python scalar stays weakly typed, as in JAX)."""
   if isinstance(leaf, Array): return leaf
-  from tinyjx import numpy as jnp
+  from tinyjx.numpy import base as jnp
   return Array(jnp.asarray(leaf).uop, tracing.aval_of(leaf, "a collective's operand")[2])
 
 def leaves_map(fn, x): return tree_util.tree_map(lambda leaf: fn(as_array(leaf)), x)

@@ -165,14 +165,14 @@ def pieces_of(x, devs: list, axis) -> list | None:
 def stack_pieces(pieces: list, devs: list, axis: int, weak: bool = False):
   """An Array stacking the BUFFER nodes `pieces` (one per device of `devs`) along `axis`, lazily: it remembers
   its pieces in `shards`, so a pmap over the same devices takes them as they are."""
-  from tinyjx import numpy as jnp
+  from tinyjx.numpy import base as jnp
   stacked = array.Array(jnp.stack([array.Array(p) for p in pieces], axis=axis).uop, weak)
   shards[stacked.uop] = PmapSharding(tuple(devs), tuple(pieces), axis)
   return stacked
 
 def put_pieces(values: list, devs: list):
   """Stack host values (each an array-like, one per device) as pieces placed on `devs`."""
-  from tinyjx import numpy as jnp
+  from tinyjx.numpy import base as jnp
   arrs = [v if isinstance(v, array.Array) else jnp.asarray(v) for v in values]
   if len({(a.shape, a.dtype) for a in arrs}) != 1:
     kinds = [f"{a.dtype.short}{list(a.shape)}" for a in arrs]

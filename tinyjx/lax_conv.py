@@ -15,8 +15,8 @@ the input.
 """
 from __future__ import annotations
 import collections, functools, itertools, math, operator
-import tinyjx.numpy as jnp
-from tinyjx import lax
+from tinyjx.numpy import base as jnp
+from tinyjx import lax_primitives as lax
 from tinyjx.transforms.custom import custom_vjp
 
 __all__ = ['ConvDimensionNumbers', 'conv_dimension_numbers', 'conv_general_dilated', 'conv',

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 from tinyjx import dtypes
 from tinyjx.array import Array
-import tinyjx.numpy as jnp
+from tinyjx.numpy import base as jnp
 from tinyjx.transforms.control_flow import fori_loop, dynamic_index_in_dim, dynamic_slice_in_dim
 from tinyjx.transforms.control_flow import dynamic_update_slice_in_dim
 from tinyjx.transforms.custom import custom_jvp

@@ -12,7 +12,7 @@ import operator
 from typing import NamedTuple
 from tinyjx import dtypes
 from tinyjx.array import Array
-import tinyjx.numpy as jnp
+from tinyjx.numpy import base as jnp
 from tinyjx import lax_linalg as ll
 from tinyjx.lax_linalg import as_float_matrix, mT
 from tinyjx.numpy.core import check_arraylike

@@ -133,7 +133,7 @@ def _is_traced(x) -> bool:
 def _leaf_uop(x):
   """The node standing for a dynamic leaf when the jaxpr is inlined into an outer trace."""
   if isinstance(x, Array): return x.uop
-  from tinyjx import numpy as jnp
+  from tinyjx.numpy import base as jnp
   return jnp.asarray(x).uop
 
 _FOREIGN_FLAGS = _OUTER_FLAGS | {op.name for op in GroupOp.Collective}
@@ -568,7 +568,7 @@ def device_put(x, device=None):
   return tree_util.tree_map(lambda leaf: _put(leaf, dev), x)
 
 def _put(x, dev) -> Array:
-  from tinyjx import numpy as jnp
+  from tinyjx.numpy import base as jnp
   arr = x if isinstance(x, Array) else jnp.asarray(x)
   if not arr.uop.is_concrete: return arr
   (b,) = array.realize_uops([arr.uop], "device_put()")

@@ -293,7 +293,7 @@ class PmapFunction:
 
 def host_values(xs: list) -> list:
   """A Buffer with the value of each argument (lazy arrays computed together, host data copied in once)."""
-  from tinyjx import numpy as jnp
+  from tinyjx.numpy import base as jnp
   arrs = [x if isinstance(x, Array) else jnp.asarray(x) for x in xs]
   done = array.realize_uops([a.uop for a in arrs], "passing an array to a pmapped function")
   for a, b in zip(arrs, done):
