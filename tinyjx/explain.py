@@ -65,10 +65,10 @@ def explain(fun, **jit_kwargs):
   (['broadcast_in_dim', 'mul', 'tanh', 'reduce_sum'], ['k0_reduce_sum'])
   >>> print(e)  # doctest: +SKIP
   """
-  from tinyjx.transforms.jit import JitFunction, jit, _spec_aval
+  from tinyjx.transforms.jit import JitFunction, jit, spec_aval
   jf = fun if isinstance(fun, JitFunction) and not jit_kwargs else jit(getattr(fun, 'fun', fun), **jit_kwargs)
   def explained(*args, **kwargs):
-    return explain_call(jf, jf._bind(args, kwargs, _spec_aval))
+    return explain_call(jf, jf._bind(args, kwargs, spec_aval))
   return explained
 
 def explain_call(fn, call, runs: int = TIMED_RUNS) -> Explanation:
@@ -189,12 +189,12 @@ def assign(eqns: list, roots: list, st) -> dict:
 
 def _inputs(call, dev) -> list:
   """One device buffer per dynamic leaf: the call's arguments, or zeros where they are abstract."""
-  from tinyjx.transforms.jit import _input_buffers, _host_buffer
+  from tinyjx.transforms.jit import input_buffers, host_buffer
   from tinyjx.array import Array
   avals = call.key[1]
   concrete = all(isinstance(x, (Array, np.ndarray, np.generic, bool, int, float)) for x in call.leaves)
-  if concrete: return _input_buffers(list(call.leaves), avals, dev)
-  return [_host_buffer(np.zeros(shape, dt.np), dt, dev) for shape, dt, _ in avals]
+  if concrete: return input_buffers(list(call.leaves), avals, dev)
+  return [host_buffer(np.zeros(shape, dt.np), dt, dev) for shape, dt, _ in avals]
 
 def measure(exe, inputs: list, runs: int) -> dict:
   """kernel index -> median seconds over `runs` runs timed kernel by kernel (the executable's `timing_hook`,

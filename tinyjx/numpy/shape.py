@@ -13,7 +13,7 @@ import numpy as np
 from tinyjx import dtypes
 from tinyjx.array import Array
 from tinyjx.uop import UOp, Ops
-from tinyjx.numpy.core import asarray, promote, normalize_axis, normalize_axes, broadcast_shapes, _shape_arg
+from tinyjx.numpy.core import asarray, promote, normalize_axis, normalize_axes, broadcast_shapes, shape_arg
 
 __all__ = ['reshape', 'ravel', 'transpose', 'permute_dims', 'matrix_transpose', 'swapaxes', 'moveaxis', 'expand_dims',
            'squeeze', 'broadcast_to', 'broadcast_arrays', 'concatenate', 'stack', 'vstack', 'row_stack', 'hstack',
@@ -168,7 +168,7 @@ def broadcast_to(array, shape) -> Array:
   (2, 3)
   """
   a = asarray(array)
-  shape = _shape_arg(shape)
+  shape = shape_arg(shape)
   ok = len(shape) >= a.ndim and builtins.all(s in (1, t) for s, t in zip(a.shape[::-1], shape[::-1]))
   if not ok:
     raise ValueError(f"cannot broadcast an array of shape {a.shape} to shape {shape}: each trailing axis must "

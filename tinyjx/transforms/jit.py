@@ -121,7 +121,7 @@ def _aval_text(aval) -> str:
   shape, dt, weak = aval
   return f"{'~' if weak else ''}{dt.short}[{','.join(map(str, shape))}]"
 
-def _spec_aval(x, path: str) -> tuple:
+def spec_aval(x, path: str) -> tuple:
   """An aval from an argument or from an abstract spec (anything with .shape and .dtype, e.g. ShapeDtypeStruct)."""
   if not isinstance(x, (Array, np.ndarray, np.generic)) and hasattr(x, 'shape') and hasattr(x, 'dtype'):
     return (tuple(x.shape), dtypes.to_dtype(x.dtype, path), bool(getattr(x, 'weak_type', False)))
@@ -147,7 +147,8 @@ def _closes_over_a_trace(jaxpr) -> bool:
 
 # ---------------------------------------------------------------- input and output buffers
 
-def _host_buffer(data: np.ndarray, dt, dev):
+def host_buffer(data: np.ndarray, dt, dev):
+  """A Buffer on device `dev` holding host `data` as dtype `dt` (bfloat16 rounded)."""
   if dt is dtypes.bfloat16: data = dtypes.round_bf16(data.astype(np.float32))
   return dev.from_numpy(np.array(data, dtype=dt.np, order='C'), dt)   # (np.ascontiguousarray makes 0-d arrays 1-d)
 
@@ -161,14 +162,14 @@ def _placed_on(leaves: list) -> str | None:
       return u.arg[2]
   return None
 
-def _input_buffers(leaves: list, avals: tuple, dev) -> list:
+def input_buffers(leaves: list, avals: tuple, dev) -> list:
   """One Buffer on `dev` per dynamic leaf: buffers as they are, lazy graphs realized together, host data copied in."""
   bufs, lazy = [], []
   for i, x in enumerate(leaves):
     u = x.uop if isinstance(x, Array) else None
-    if u is None: bufs.append(_host_buffer(np.asarray(x), avals[i][1], dev))
+    if u is None: bufs.append(host_buffer(np.asarray(x), avals[i][1], dev))
     elif u.op is Ops.BUFFER: bufs.append(array.buffers[u.arg[0]])
-    elif u.op is Ops.CONST: bufs.append(_host_buffer(np.full(u.shape, u.arg[0], u.dtype.np), u.dtype, dev))
+    elif u.op is Ops.CONST: bufs.append(host_buffer(np.full(u.shape, u.arg[0], u.dtype.np), u.dtype, dev))
     else: bufs.append(None); lazy.append(i)
   if lazy:
     done = array.realize_uops([leaves[i].uop for i in lazy], "passing an array to a jitted function")
@@ -320,7 +321,7 @@ class JitFunction:
       outs = [Array(u, w) for u, w in zip(jaxpr(*ins), jaxpr.out_weak)]
     else:
       exe = entry.exe or self._compile(entry, call)
-      bufs = exe.run(_input_buffers(leaves, call.key[1], call.device))
+      bufs = exe.run(input_buffers(leaves, call.key[1], call.device))
       if array.nan_hook is not None: self._check_nans(call, bufs)
       outs = [Array(buffer_uop(b), w) for b, w in zip(bufs, jaxpr.out_weak)]
     return tree_util.tree_unflatten(jaxpr.out_tree, outs)
@@ -385,7 +386,7 @@ class JitFunction:
   # --- the staged API ---
   def trace(self, *args, **kwargs) -> 'Traced':
     """Stage 1: the jaxpr of `f` at these arguments (arrays or ShapeDtypeStructs). `print(jit(f).trace(x))`."""
-    call = self._bind(args, kwargs, _spec_aval)
+    call = self._bind(args, kwargs, spec_aval)
     return Traced(self, self._entry(call), call)
 
   def lower(self, *args, **kwargs) -> 'Lowered':
@@ -535,7 +536,7 @@ def eval_shape(fun, *args, **kwargs):
   """
   leaves, treedef = tree_util.tree_flatten((args, kwargs))
   paths = tracing.arg_paths(fun, args, kwargs)
-  avals = [_spec_aval(x, p) for x, p in zip(leaves, paths)]
+  avals = [spec_aval(x, p) for x, p in zip(leaves, paths)]
   def flat_fun(*flat):
     a, kw = tree_util.tree_unflatten(treedef, list(flat))
     return fun(*a, **kw)
