@@ -460,7 +460,7 @@ def test_cpu_matches_python(cpu, name):
   close(got, want)
 
 def test_cpu_runs_loops_as_runtime_steps_not_unrolled(cpu):
-  from tinyjx.transforms.control_flow import ScanStep
+  from tinyjx.lower.steps import LoopStep
   calls = []
   def body(c, x):
     calls.append(1)
@@ -473,4 +473,4 @@ def test_cpu_runs_loops_as_runtime_steps_not_unrolled(cpu):
       assert float(f(jnp.ones(n))) == pytest.approx(2.0 * (1 - 0.5 ** n), rel=1e-6)
   assert len(calls) == 2                                   # one trace per length, none per step
   assert len(exes[0].kernels) == len(exes[1].kernels) and len(exes[0].source) == len(exes[1].source)
-  assert any(isinstance(s, ScanStep) for s in exes[1].steps)
+  assert any(isinstance(s, LoopStep) and s.node.op is Ops.SCAN for s in exes[1].steps)

@@ -154,8 +154,8 @@ def test_eager_programs_are_cached_by_structure_not_by_values(cpu):
 
 def test_docstring_examples_run(cpu):
   import doctest, importlib
-  names = ['symbolic', 'memory', 'schedule', 'index', 'optimize', 'render', 'runtime']
-  modules = [lower, importlib.import_module('tinyjx.devices.cpu'), importlib.import_module('tinyjx.devices.diskcache')]
+  names = ['symbolic', 'memory', 'schedule', 'index', 'optimize', 'render', 'runtime', 'steps']
+  modules = [lower] + [importlib.import_module(f'tinyjx.devices.{n}') for n in ('cpu', 'diskcache', 'python')]
   for m in modules + [importlib.import_module(f'tinyjx.lower.{n}') for n in names]:
     assert doctest.testmod(m, optionflags=doctest.ELLIPSIS).failed == 0, m.__name__
 

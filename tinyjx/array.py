@@ -76,6 +76,9 @@ def buffer_uop(buf: Buffer) -> UOp:
 realize_hook = None
 # Set by tinyjx.devices.nans while jax_debug_nans/infs is on: nan_hook(graphs, buffers) raises on a bad value.
 nan_hook = None
+# Registered by tinyjx.collectives (the pmap runtime, a higher layer): collective_hook(node, values) -> this device's
+# result of a collective node. The PYTHON device's rule and the compiled devices' collective steps call it.
+collective_hook = None
 realized_cache: 'weakref.WeakKeyDictionary[UOp, UOp]' = weakref.WeakKeyDictionary()
 
 def strip_tags(roots: list[UOp]) -> list[UOp]:

@@ -22,16 +22,16 @@ naming the device's `Group` and position. Every device reaches the same collecti
 `Group.exchange` is a barrier: every device leaves its value, the last to arrive computes all the local results
 (`combine`; across MPI processes through `Group.gather`, an all-gather of the local values) and everyone goes on.
 A device that fails aborts the barrier, so the others raise at once; a device that never arrives makes them raise
-after TINYJX_COLLECTIVE_TIMEOUT seconds. The PYTHON device reaches the runtime through
-`devices.python.collective_hook`, compiled devices through a runtime step (`CollectiveStep`), both with `run`.
+after TINYJX_COLLECTIVE_TIMEOUT seconds. This module registers `run` as `tinyjx.array.collective_hook`, through
+which the devices reach it without importing it: the PYTHON device's rule for a collective, and on compiled
+devices a runtime step (`CollectiveStep`, tinyjx.lower.steps).
 """
 from __future__ import annotations
-import contextlib, math, sys, threading
+import contextlib, math, threading
 import numpy as np
-from tinyjx import dtypes, settings, tracing, tree_util
+from tinyjx import array, dtypes, settings, tracing, tree_util
 from tinyjx.array import Array
 from tinyjx.uop import UOp, Ops, GroupOp
-from tinyjx.devices import python as pydev
 from tinyjx.transforms import batching
 
 class AxisNameError(NameError):
@@ -97,7 +97,6 @@ def as_array(leaf) -> Array:
 def leaves_map(fn, x): return tree_util.tree_map(lambda leaf: fn(as_array(leaf)), x)
 
 def bind(op: Ops, x: Array, arg) -> Array:
-  register_step()
   return Array(UOp(op, x.dtype, (x.uop,), arg), x.weak)
 
 # ---------------------------------------------------------------- the public collectives
@@ -250,7 +249,6 @@ def axis_index(axis_name) -> Array:
   axis_size(names, 'axis_index')
   out = None
   for name in names:
-    register_step()
     idx = Array(UOp(Ops.AXIS_INDEX, dtypes.int32, (), (name,)))
     out = idx if out is None else out * batching.axis_size(name) + idx
   return out
@@ -369,32 +367,7 @@ def run(node: UOp, vals) -> np.ndarray:
   group, pos = current
   return group.run(pos, node, tuple(vals))
 
-pydev.collective_hook = run
-
-class CollectiveStep:
-  """A collective in a compiled device's program (the step interface of tinyjx.lower.runtime)."""
-  def __init__(self, node: UOp, st, slots: list):
-    self.node = node
-    self.src_slots, self.out_slot = [st.slot_of[s] for s in node.src], slots[0]
-    self.reads, self.writes = set(self.src_slots), {self.out_slot}
-
-  def run(self, frame) -> None:
-    value = run(self.node, [frame.array(s) for s in self.src_slots])
-    np.copyto(frame.array(self.out_slot), value)
-
-  def __repr__(self): return f"{self.node.op.name.lower()} step over axis {self.node.arg[0]!r}"
-
-_step_registered = [False]
-
-def register_step() -> None:
-  """Plug `CollectiveStep` into the lowering's step table once that layer is loaded (it sits below this module and
-  is not imported from here, so that importing collectives never picks the default device as a side effect)."""
-  runtime = sys.modules.get('tinyjx.lower.runtime')
-  if runtime is None or _step_registered[0]: return
-  runtime.step_rules.update({op: CollectiveStep for op in GroupOp.Collective})
-  _step_registered[0] = True
-
-register_step()
+array.collective_hook = run   # how the PYTHON device's rule and the compiled collective steps reach this runtime
 
 __all__ = ['psum', 'pmean', 'pmax', 'pmin', 'all_gather', 'psum_scatter', 'ppermute', 'pshuffle', 'all_to_all',
            'axis_index', 'axis_size']

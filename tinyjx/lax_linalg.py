@@ -573,16 +573,17 @@ def _lu_solve_raw(lu_: Array, perm: Array, b: Array) -> Array:
   return _solve_raw(lu_, y, True, False, False, False)
 
 @custom_jvp
-def _solve(a, b):
+def solve_via_lu(a, b):
+  """A^-1 B for batched square `a`, by LU with partial pivoting (jnp.linalg.solve and inv are built on it)."""
   lu_, _, perm = _lu(a)
   return _lu_solve_raw(lu_, perm, b)
 
-@_solve.defjvp
+@solve_via_lu.defjvp
 def solve_jvp(primals, tangents):
   """X = A^-1 B: X' = A^-1 (B' - A' X), with the same LU factors."""
   (a, b), (da, db) = primals, tangents
   lu_, _, perm = _lu(a)
-  x = _solve(a, b)
+  x = solve_via_lu(a, b)
   return x, _lu_solve_raw(lu_, perm, db - da @ x)
 
 def det_from_lu(lu_: Array, piv: Array) -> Array:
@@ -592,29 +593,31 @@ def det_from_lu(lu_: Array, piv: Array) -> Array:
   return sign * jnp.prod(jnp.diagonal(lu_, axis1=-2, axis2=-1), axis=-1)
 
 @custom_jvp
-def _det(a):
+def det_via_lu(a):
+  """det(A) from the LU factors (jnp.linalg.det)."""
   lu_, piv, _ = _lu(a)
   return det_from_lu(lu_, piv)
 
-@_det.defjvp
+@det_via_lu.defjvp
 def det_jvp(primals, tangents):
   """det(A)' = det(A) tr(A^-1 A') (NaN at a singular A)."""
   (a,), (da,) = primals, tangents
   lu_, piv, perm = _lu(a)
-  y = _det(a)
+  y = det_via_lu(a)
   return y, y * jnp.trace(_lu_solve_raw(lu_, perm, da), axis1=-2, axis2=-1)
 
 @custom_jvp
-def _slogdet(a):
+def slogdet_via_lu(a):
+  """(sign, log|det A|) from the LU factors (jnp.linalg.slogdet)."""
   lu_, piv, _ = _lu(a)
   diag = jnp.diagonal(lu_, axis1=-2, axis2=-1)
   sign = jnp.sign(det_from_lu(jnp.sign(lu_), piv))
   return sign, jnp.sum(jnp.log(jnp.abs(diag)), axis=-1)
 
-@_slogdet.defjvp
+@slogdet_via_lu.defjvp
 def slogdet_jvp(primals, tangents):
   """log|det A|' = tr(A^-1 A'); the sign is locally constant."""
   (a,), (da,) = primals, tangents
   lu_, _, perm = _lu(a)
-  sign, logdet = _slogdet(a)
+  sign, logdet = slogdet_via_lu(a)
   return (sign, logdet), (jnp.zeros_like(sign), jnp.trace(_lu_solve_raw(lu_, perm, da), axis1=-2, axis2=-1))

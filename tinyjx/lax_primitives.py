@@ -483,13 +483,13 @@ def _pad_axis(u: UOp, ax: int, lo: int, hi: int, interior: int) -> UOp:
     widths = tuple((0, interior) if i == ax + 1 else (0, 0) for i in range(u.ndim + 1))
     u = u.reshape(s[:ax] + (n, 1) + s[ax + 1:]).pad(widths)
     u = u.reshape(s[:ax] + (n * (1 + interior),) + s[ax + 1:])
-    u = indexing._shrink_axis(u, ax, 0, n * (1 + interior) - interior)
+    u = indexing.shrink_axis(u, ax, 0, n * (1 + interior) - interior)
   u = u.pad(tuple((builtins.max(lo, 0), builtins.max(hi, 0)) if i == ax else (0, 0) for i in range(u.ndim)))
   size = u.shape[ax]
   start, stop = builtins.max(-lo, 0), size - builtins.max(-hi, 0)
   if stop < start:
     raise ValueError(f"lax.pad: negative padding ({lo}, {hi}) removes more than the {size} elements of axis {ax}")
-  return indexing._shrink_axis(u, ax, start, stop)
+  return indexing.shrink_axis(u, ax, start, stop)
 
 def rev(operand, dimensions) -> Array:
   """Reverse the order of elements along `dimensions`."""
@@ -562,5 +562,5 @@ def top_k(operand, k: int) -> tuple:
   if x.ndim == 0 or not 0 <= k <= x.shape[-1]:
     raise ValueError(f"lax.top_k: k={k} must be between 0 and the last axis size of shape {x.shape}")
   perm = indexing.argsort(x, -1, descending=True)
-  idx = Array(indexing._shrink_axis(perm.uop, x.ndim - 1, 0, k))
+  idx = Array(indexing.shrink_axis(perm.uop, x.ndim - 1, 0, k))
   return _take(x, idx, x.ndim - 1), idx

@@ -18,7 +18,7 @@ import functools, inspect, hashlib
 import numpy as np
 from tinyjx import array, dtypes, tree_util
 from tinyjx.array import Array, Trace, traces
-from tinyjx.uop import UOp, Ops, GroupOp, toposort, substitute, fresh_id, _arg_text
+from tinyjx.uop import UOp, Ops, GroupOp, toposort, substitute, fresh_id, arg_text
 
 class Jaxpr:
   """A traced function: PARAM leaves in, output nodes out, with the pytree structures of both sides."""
@@ -233,7 +233,7 @@ def _params_text(u: UOp) -> str:
   if u.op is Ops.IOTA: return f"[shape={u.arg[0]} dimension={u.arg[1]}]"
   if u.op is Ops.ARGSORT: return f"[dimension={u.arg[0]} descending={u.arg[1]}]"
   if hasattr(u.arg, 'pretty_params'): return u.arg.pretty_params()
-  return f"[{_arg_text(u.arg)}]"
+  return f"[{arg_text(u.arg)}]"
 
 def _var_names():
   i = 0

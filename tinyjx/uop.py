@@ -165,7 +165,7 @@ class UOp:
     """Content hash of the whole graph below this node (hex sha256 prefix): the key for every cache."""
     if self._key is None:
       self._sources_first('_key', 'key')
-      h = hashlib.sha256(f"{self.op.name}|{self.dtype}|{_arg_text(self.arg)}".encode())
+      h = hashlib.sha256(f"{self.op.name}|{self.dtype}|{arg_text(self.arg)}".encode())
       for s in self.src: h.update(s.key.encode())
       object.__setattr__(self, '_key', h.hexdigest()[:32])
     return self._key
@@ -188,7 +188,7 @@ class UOp:
 
   def __repr__(self):
     shape = '' if self.op in GroupOp.MultiOutput else f" {self.shape}"
-    return f"UOp({self.op.name}, {self.dtype}{shape}, arg={_arg_text(self.arg)}, nsrc={len(self.src)})"
+    return f"UOp({self.op.name}, {self.dtype}{shape}, arg={arg_text(self.arg)}, nsrc={len(self.src)})"
 
   # --- small constructors used everywhere ---
   @staticmethod
@@ -231,9 +231,14 @@ def normalize_scalar(value, dtype: DType):
   with np.errstate(over='ignore'):
     return float(dtype.np.type(value))
 
-def _arg_text(arg) -> str:
+def arg_text(arg) -> str:
+  """A node's `arg` as stable text: what `UOp.key` hashes and jaxprs print (a sub-jaxpr arg by its content key).
+
+  >>> arg_text((Ops.ADD, (0, 1), 0.5))
+  '(ADD,(0,1),0.5)'
+  """
   if isinstance(arg, Ops): return arg.name
-  if isinstance(arg, tuple): return "(" + ",".join(_arg_text(a) for a in arg) + ")"
+  if isinstance(arg, tuple): return "(" + ",".join(arg_text(a) for a in arg) + ")"
   if isinstance(arg, float): return repr(arg)
   key = getattr(arg, 'key', None)
   if isinstance(key, str): return key

@@ -2,13 +2,18 @@
 executable spec of every op's meaning; compiled devices are tested against it.
 
 `python_rules[op](node, *source_values)` returns the node's value as a numpy array of the node's shape
-and dtype. Ops with sub-jaxprs (control flow, custom rules) register rules here too; they call
-`evaluate(outs, env)` recursively. bfloat16 values are kept in float32 storage and rounded after each op.
+and dtype; `evaluate_node(node, *source_values)` applies it and casts (and rounds bfloat16) to the node's
+dtype, `evaluate(outs, env)` does that over a graph. bfloat16 values are kept in float32 storage and rounded
+after each op. Ops with sub-jaxprs evaluate them recursively: custom rules and checkpoints their primal jaxpr,
+COND/WHILE/SCAN through `run_loop`, the one statement of what the loops mean (node layouts in
+`tinyjx.transforms.control_flow`), which the compiled devices' loop steps (`tinyjx.lower.steps`) share with
+compiled sub-programs in place of this interpreter. Collectives exchange values with the other devices of a
+running pmap through the runtime that the API layer registers as `tinyjx.array.collective_hook`.
 """
 from __future__ import annotations
 import math
 import numpy as np
-from tinyjx import dtypes, array
+from tinyjx import dtypes, array, tracing
 from tinyjx.uop import UOp, Ops, GroupOp, toposort
 from tinyjx.devices import Backend
 
@@ -157,17 +162,59 @@ def _iota(n):
 def _pad(n, x):
   return np.pad(x, n.arg) if x.dtype.kind != 'b' else np.pad(x, n.arg, constant_values=False)
 
-# Collectives exchange values with the other devices of a running pmap; that runtime lives above this layer
-# (tinyjx.collectives) and registers itself here: collective_hook(node, values) -> this device's result.
-collective_hook = None
-
 def _collective(n, *vals):
-  if collective_hook is None:
+  """A collective is this device's share of an exchange with the other devices of a running pmap; that runtime
+  lives above this layer (tinyjx.collectives) and registers itself as `array.collective_hook`."""
+  if array.collective_hook is None:
     raise RuntimeError(f"{n.op.name.lower()} over axis {n.arg[0]!r} can only run inside pmap (import tinyjx)")
-  return collective_hook(n, vals)
+  return array.collective_hook(n, vals)
+
+# ---------------------------------------------------------------- control flow: the one loop interpreter
+
+def run_cond(a, call, args: list) -> tuple:
+  """COND (index, *operands, *consts): branch `index` (clamped into range) on the rest."""
+  i = min(max(int(args[0]), 0), len(a.jaxprs) - 1)
+  return tuple(call(i, args[1:]))
+
+def run_while(a, call, args: list) -> tuple:
+  """WHILE (*carry, *cond_consts, *body_consts): `carry = body(carry)` while `cond(carry)`."""
+  nc, ncc = a.n_carry, a.n_cond_consts
+  carry, cconsts, bconsts = args[:nc], args[nc:nc + ncc], args[nc + ncc:]
+  while bool(call(0, carry + cconsts)[0]): carry = list(call(1, carry + bconsts))
+  return tuple(carry)
+
+def run_scan(a, call, args: list) -> tuple:
+  """SCAN (*carry, *xs, *consts): the body on each slice of xs in order (or reversed), threading the carry;
+  returns the final carry and the ys stacked in xs' order."""
+  nc, nx = a.n_carry, a.n_xs
+  carry, xs, consts = args[:nc], args[nc:nc + nx], args[nc + nx:]
+  ys = [np.empty(s, d.np) for s, d in a.out_avals[nc:]]
+  for t in (reversed(range(a.length)) if a.reverse else range(a.length)):
+    out = call(0, carry + [x[t] for x in xs] + consts)
+    carry = list(out[:nc])
+    for buf, y in zip(ys, out[nc:]): buf[t] = y
+  return tuple(carry) + tuple(ys)
+
+LOOPS = {Ops.COND: run_cond, Ops.WHILE: run_while, Ops.SCAN: run_scan}
+
+def run_loop(node: UOp, call, args) -> tuple:
+  """The outputs of a COND, WHILE or SCAN `node` from its sources' values `args`; `call(i, values) -> values`
+  evaluates sub-jaxpr `i` of `node.arg.jaxprs` (numpy arrays in and out, one per param and output). The PYTHON
+  device passes its interpreter (`Program`), a compiled device its compiled sub-programs.
+
+  >>> import tinyjx
+  >>> from tinyjx import lax
+  >>> loop = tinyjx.make_jaxpr(lambda n: lax.while_loop(lambda i: i < n, lambda i: i + 1, 0))(5).outs[0].src[0]
+  >>> [int(v) for v in run_loop(loop, lambda i, vals: program(loop.arg.jaxprs[i])(*vals), [0, 5])]
+  [5]
+  """
+  return LOOPS[node.op](node.arg, call, list(args))
+
+def _loop(n, *vals): return run_loop(n, lambda i, args: program(n.arg.jaxprs[i])(*args), vals)
 
 python_rules: dict = {
   **{op: _collective for op in GroupOp.Collective},
+  **{op: _loop for op in LOOPS},
   **{op: (lambda f: lambda n, x: f(n, x))(f) for op, f in UNARY.items()},
   **BINARY,
   Ops.WHERE: lambda n, c, a, b: np.where(c, a, b),
@@ -202,12 +249,22 @@ def evaluate(outs, env: dict | None = None, watch=None) -> list:
     for n in toposort(outs):
       if n in vals: continue
       if not n.src and n.op not in (Ops.AXIS_INDEX, Ops.DEBUG_CALLBACK): vals[n] = _leaf(n, env or {}); continue
-      rule = python_rules.get(n.op)
-      if rule is None: raise NotImplementedError(f"the PYTHON device has no rule for {n.op.name}")
-      out = rule(n, *[vals[s] for s in n.src])
-      vals[n] = _finish(n, out)
+      vals[n] = evaluate_node(n, *[vals[s] for s in n.src])
       if watch is not None: watch(n, vals[n])
   return [vals[o] for o in outs]
+
+def evaluate_node(n: UOp, *vals):
+  """The value of node `n` given its sources' values: its rule's result cast to `n`'s dtype (bfloat16 rounded),
+  or a tuple for a multi-output node. Callers silence numpy's floating-point warnings around it
+  (`np.errstate(all='ignore')`), as `evaluate` does: IEEE results (inf, nan) are the values wanted.
+
+  >>> x = UOp.const(2.0, dtypes.float32, ())
+  >>> evaluate_node(UOp(Ops.NEG, dtypes.float32, (x,)), np.float32(2.0))
+  array(-2., dtype=float32)
+  """
+  rule = python_rules.get(n.op)
+  if rule is None: raise NotImplementedError(f"the PYTHON device has no rule for {n.op.name}")
+  return _finish(n, rule(n, *vals))
 
 def _finish(n: UOp, out):
   if n.op in GroupOp.MultiOutput or isinstance(out, tuple): return out
@@ -215,6 +272,37 @@ def _finish(n: UOp, out):
   if out.dtype != n.dtype.np: out = out.astype(n.dtype.np)
   if n.dtype is dtypes.bfloat16 and n.op not in GroupOp.Movement: out = dtypes.round_bf16(out)
   return out
+
+class Program:
+  """A sub-jaxpr prepared for repeated evaluation (a loop body, a branch): sorted once, the part that does not
+  depend on its params computed once."""
+  def __init__(self, jaxpr):
+    self.params, self.outs = jaxpr.params, list(jaxpr.outs)
+    own, dep = set(jaxpr.params), {}
+    order = toposort(list(jaxpr.roots))
+    # an effect runs on every call, so it is a step even when it reads nothing of the params
+    for n in order: dep[n] = n in own or tracing.has_effects(n) or any(dep[s] for s in n.src)
+    self.steps = [n for n in order if dep[n] and n not in own]
+    roots = list(dict.fromkeys([s for n in self.steps for s in n.src if not dep[s]] +
+                               [o for o in self.outs if not dep[o]]))
+    self.consts = dict(zip(roots, evaluate(roots)))
+
+  def __call__(self, *args) -> list:
+    vals = dict(self.consts)
+    vals.update(zip(self.params, args))
+    with np.errstate(all='ignore'):
+      for n in self.steps: vals[n] = evaluate_node(n, *[vals[s] for s in n.src])
+    return [vals[o] for o in self.outs]
+
+_programs: dict = {}
+
+def program(jaxpr) -> Program:
+  """The prepared Program of a sub-jaxpr, kept per jaxpr object (sub-jaxprs live as long as their node)."""
+  p = _programs.get(id(jaxpr))
+  if p is None or p[0] is not jaxpr:
+    if len(_programs) > 512: _programs.clear()
+    p = _programs[id(jaxpr)] = (jaxpr, Program(jaxpr))
+  return p[1]
 
 class PythonDevice(Backend):
   """The reference interpreter as a device: buffers are numpy arrays, graphs run op by op."""

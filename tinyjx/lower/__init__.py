@@ -33,6 +33,7 @@ from tinyjx.lower.optimize import optimize
 from tinyjx.lower.optimize_gpu import optimize as optimize_gpu
 from tinyjx.lower.dialects import RENDERERS
 from tinyjx.lower.runtime import Executable, Slot, KernelCall, InterpretedStep, step_rules
+from tinyjx.lower import steps  # noqa: F401  (fills step_rules: control flow and collectives as runtime steps)
 
 @dataclass
 class Lowering:

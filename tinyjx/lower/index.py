@@ -151,7 +151,7 @@ def identity(op: Ops, dtype):
   if op is Ops.MUL: return True if dtype.kind == 'b' else 1
   if dtype.kind == 'f': return -math.inf if op is Ops.MAX else math.inf
   if dtype.kind == 'b': return op is Ops.MIN
-  lo, hi = sym._dtype_bounds(dtype)
+  lo, hi = sym.dtype_bounds(dtype)
   return lo if op is Ops.MAX else hi
 
 def alu(op: Ops, a: UOp, b: UOp) -> UOp:

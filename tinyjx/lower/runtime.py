@@ -19,9 +19,9 @@ memory is the host's (CPU) a view of the slot's memory, else a host copy written
 writes its results into the arrays of its output slots (`np.copyto`), which are allocated before it runs.
 `step_rules[op](node, program, slots)` builds the step for a scheduled node of kind `op` (COND, WHILE, SCAN,
 collectives ...): `program` is the `Lowering` (its `slot_of` maps the node's sources to slots, `device` is
-the device), `slots` the output slots (None where an output is unused). That table is how the control-flow
-and collective layers plug their runtime steps in; a kind with no entry runs as an `InterpretedStep` (the
-PYTHON device's rule on the step's buffers), correct but not compiled. `KernelCall` (a run of consecutive
+the device), `slots` the output slots (None where an output is unused). `tinyjx.lower.steps` fills that table in
+for control flow and collectives; a kind with no entry runs as an `InterpretedStep` (the PYTHON device's
+rule on the step's buffers), correct but not compiled. `KernelCall` (a run of consecutive
 kernels, one launch of the generated `tjx_run_N` entry) is the step every program has.
 """
 from __future__ import annotations
@@ -29,6 +29,7 @@ import threading, time
 from dataclasses import dataclass, field
 import numpy as np
 from tinyjx import counters, settings as config
+from tinyjx.devices.python import python_rules, evaluate_node
 
 step_rules: dict = {}   # Ops -> fn(node, program, slots) -> Step
 KEEP_ARENA = 64 << 20   # an executable keeps its intermediates' memory between runs up to this size
@@ -65,11 +66,9 @@ class InterpretedStep:
     self.node, self.in_slots, self.out_slots = node, in_slots, out_slots
     self.reads, self.writes = set(in_slots), {s for s in out_slots if s is not None}
   def run(self, frame: 'Frame') -> None:
-    from tinyjx.devices.python import python_rules, _finish
-    rule = python_rules.get(self.node.op)
-    if rule is None: raise NotImplementedError(f"{self.node.op.name} has no runtime step and no reference rule")
-    with np.errstate(all='ignore'):
-      out = _finish(self.node, rule(self.node, *[frame.array(s) for s in self.in_slots]))
+    if self.node.op not in python_rules:
+      raise NotImplementedError(f"{self.node.op.name} has no runtime step and no reference rule")
+    with np.errstate(all='ignore'): out = evaluate_node(self.node, *[frame.array(s) for s in self.in_slots])
     for slot, value in zip(self.out_slots, out if isinstance(out, tuple) else (out,)):
       if slot is not None: np.copyto(frame.array(slot), np.asarray(value).reshape(frame.exe.slots[slot].shape))
 

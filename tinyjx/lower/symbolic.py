@@ -41,7 +41,13 @@ def bounds(x: UOp) -> tuple[int, int]:
   if got is None: _bounds[x] = got = _compute_bounds(x)
   return got
 
-def _dtype_bounds(d) -> tuple[int, int]:
+def dtype_bounds(d) -> tuple[int, int]:
+  """The range of values of an integer or bool dtype (floats: a large symmetric range).
+
+  >>> from tinyjx import dtypes
+  >>> dtype_bounds(dtypes.int8)
+  (-128, 127)
+  """
   if d.kind == 'b': return (0, 1)
   bits = 8 * d.itemsize
   if d.kind == 'u': return (0, (1 << bits) - 1)
@@ -64,7 +70,7 @@ def _compute_bounds(x: UOp) -> tuple[int, int]:
   if x.op is Ops.MIN: return (min(b[0][0], b[1][0]), min(b[0][1], b[1][1]))
   if x.op is Ops.WHERE: return (min(b[1][0], b[2][0]), max(b[1][1], b[2][1]))
   if x.op is Ops.CAST and x.src[0].dtype.kind in 'iub': return b[0]
-  return _dtype_bounds(x.dtype)
+  return dtype_bounds(x.dtype)
 
 # --- the linear form: {atom: coefficient}, constant ---
 def linear(x: UOp) -> tuple[dict, int]:

@@ -193,22 +193,21 @@ _OP_NAMES = {Ops.ADD: 'add', Ops.SUB: 'subtract', Ops.MUL: 'multiply', Ops.DIV: 
 
 def _fold(op: Ops, srcs: list[UOp], weak: bool) -> Array:
   """Constant-fold an op on CONST operands with the reference interpreter (keeps scalar math out of kernels)."""
-  from tinyjx.devices.python import python_rules, _finish
+  from tinyjx.devices.python import evaluate_node
   dt = dtypes.bool_ if op in _CMP else srcs[-1].dtype
   node = UOp(op, dt, tuple(srcs))
   with np.errstate(all='ignore'):
-    vals = [np.array(s.arg[0], dtype=s.dtype.np) for s in srcs]
-    v = _finish(node, python_rules[op](node, *vals))
+    v = evaluate_node(node, *[np.array(s.arg[0], dtype=s.dtype.np) for s in srcs])
   return Array(UOp.const(v.item(), dt, srcs[0].shape), weak)   # a comparison of weak operands is weak, as in JAX
 
 def unary(op: Ops, x, float_only: bool = True) -> Array:
   """A unary primitive; `float_only` ops (exp, sin ...) promote integer and bool inputs to the default float."""
   x = asarray(x)
-  if float_only: x = _inexact(x)[0]
+  if float_only: x = promote_inexact(x)[0]
   if x.uop.op is Ops.CONST: return _fold(op, [x.uop], x.weak)
   return Array(UOp(op, x.dtype, (x.uop,)), x.weak)
 
-def _inexact(*xs) -> list[Array]:
+def promote_inexact(*xs) -> list[Array]:
   """`xs` promoted together and then to a float type (ints and bool become the default float); weakness kept."""
   arrs, dt, weak = promote(*xs)
   if dtypes.is_float(dt): return arrs
@@ -227,7 +226,7 @@ def _no_bool(name: str, *xs) -> None:
       raise TypeError(f"{name} does not accept bool arrays; cast with .astype(int) first (or use logical_not / "
                       "logical_xor for booleans)")
 
-def _binary_float(op: Ops, x, y) -> Array: return elementwise(op, *_inexact(x, y))
+def _binary_float(op: Ops, x, y) -> Array: return elementwise(op, *promote_inexact(x, y))
 
 # --- elementwise functions ---
 def add(x, y):
@@ -313,7 +312,7 @@ def _product_power(x: Array, y: int) -> Array:
 pow = power  # noqa: A001
 def float_power(x, y):
   """`x ** y` computed in a float type (ints and bool promote to the default float)."""
-  return elementwise(Ops.POW, *_inexact(x, y))
+  return elementwise(Ops.POW, *promote_inexact(x, y))
 def negative(x): _no_bool('negative', x); return unary(Ops.NEG, x, float_only=False)
 def positive(x): return asarray(x)
 def reciprocal(x): return unary(Ops.RECIP, x)
@@ -325,7 +324,7 @@ def exp(x):
   """
   return unary(Ops.EXP, x)
 def exp2(x):
-  (x,) = _inexact(x)
+  (x,) = promote_inexact(x)
   return elementwise(Ops.POW, Array(UOp.const(2, x.dtype, x.shape), x.weak), x)
 def expm1(x): return unary(Ops.EXPM1, x)
 def log(x): return unary(Ops.LOG, x)
@@ -335,7 +334,7 @@ def log1p(x): return unary(Ops.LOG1P, x)
 def sqrt(x): return unary(Ops.SQRT, x)
 def rsqrt(x): return reciprocal(sqrt(x))
 def cbrt(x):
-  (x,) = _inexact(x)
+  (x,) = promote_inexact(x)
   return multiply(sign(x), power(abs(x), 1.0 / 3.0))
 def square(x):
   (x,) = _numeric(x)
@@ -344,7 +343,7 @@ def abs(x):  # noqa: A001 - numpy's name
   x = asarray(x)
   return x if dtypes.is_unsigned(x.dtype) or dtypes.is_bool(x.dtype) else unary(Ops.ABS, x, float_only=False)
 absolute = abs
-def fabs(x): return abs(_inexact(x)[0])
+def fabs(x): return abs(promote_inexact(x)[0])
 def sign(x): _no_bool('sign', x); return unary(Ops.SIGN, x, float_only=False)
 def sin(x): return unary(Ops.SIN, x)
 def cos(x): return unary(Ops.COS, x)
@@ -361,7 +360,7 @@ def _sqrt_max(dt: DType) -> float:
   return math.sqrt(dtypes.finfo(dt).max) / 2
 def arcsinh(x):
   """Inverse hyperbolic sine, accurate near 0 (log1p form) and without overflow for large |x|."""
-  (x,) = _inexact(x)
+  (x,) = promote_inexact(x)
   ax = abs(x)
   big = greater(ax, _sqrt_max(x.dtype))
   safe = where(big, zeros_like(ax), ax)
@@ -370,13 +369,13 @@ def arcsinh(x):
   return where(equal(x, 0), x, out)   # keeps the sign of -0.0
 def arccosh(x):
   """Inverse hyperbolic cosine (NaN below 1), accurate near 1 and without overflow for large x."""
-  (x,) = _inexact(x)
+  (x,) = promote_inexact(x)
   big = greater(x, _sqrt_max(x.dtype))
   safe = where(big, ones_like(x), x)
   t = subtract(safe, 1.0)
   return where(big, add(log(x), math.log(2.0)), log1p(add(t, sqrt(multiply(t, add(safe, 1.0))))))
 def arctanh(x):
-  (x,) = _inexact(x)
+  (x,) = promote_inexact(x)
   return multiply(0.5, subtract(log1p(x), log1p(negative(x))))
 asin, acos, atan, atan2, asinh, acosh, atanh = arcsin, arccos, arctan, arctan2, arcsinh, arccosh, arctanh
 def _rounding(op):
@@ -488,26 +487,26 @@ def signbit(x):
   if not dtypes.is_float(x.dtype): return less(x, 0)
   return logical_or(less(x, 0), logical_and(equal(x, 0), less(reciprocal(x), 0)))
 def copysign(x, y):
-  x, y = _inexact(x, y)
+  x, y = promote_inexact(x, y)
   return where(signbit(y), negative(abs(x)), abs(x))
 def heaviside(x, h0):
   """0 where `x < 0`, `h0` where `x == 0`, 1 where `x > 0`."""
-  x, h0 = _inexact(x, h0)
+  x, h0 = promote_inexact(x, h0)
   return where(less(x, 0), zeros_like(x), where(equal(x, 0), h0, ones_like(x)))
 def hypot(x, y):
   """`sqrt(x*x + y*y)` without overflow or underflow in between (inf wins over NaN, as in C)."""
-  x, y = _inexact(x, y)
+  x, y = promote_inexact(x, y)
   ax, ay = abs(x), abs(y)
   hi, lo = maximum(ax, ay), minimum(ax, ay)
   ratio = divide(lo, where(equal(hi, 0), ones_like(hi), hi))
   out = multiply(hi, sqrt(add(1.0, square(ratio))))
   return where(logical_or(isinf(ax), isinf(ay)), math.inf, out)
-def deg2rad(x): return multiply(_inexact(x)[0], math.pi / 180.0)
-def rad2deg(x): return multiply(_inexact(x)[0], 180.0 / math.pi)
+def deg2rad(x): return multiply(promote_inexact(x)[0], math.pi / 180.0)
+def rad2deg(x): return multiply(promote_inexact(x)[0], 180.0 / math.pi)
 radians, degrees = deg2rad, rad2deg
 def logaddexp(x, y):
   """`log(exp(x) + exp(y))` without overflow."""
-  x, y = _inexact(x, y)
+  x, y = promote_inexact(x, y)
   # max + log1p(exp(min - max)): accurate when one term is tiny (softplus(-30) is 9.4e-14, not 0), and at a tie
   # max and min share the gradient equally, so it is 1/2 each, as JAX's. min - max is NaN only for two
   # infinities of one sign (or a NaN), where x + y is the answer; the other arm then sees 0, keeping grads finite.
@@ -517,7 +516,7 @@ def logaddexp(x, y):
   return where(bad, add(x, y), add(hi, log1p(exp(where(bad, zeros_like(delta), delta)))))
 def sinc(x):
   """`sin(pi x) / (pi x)`, with sinc(0) = 1."""
-  (x,) = _inexact(x)
+  (x,) = promote_inexact(x)
   px = multiply(math.pi, where(equal(x, 0), ones_like(x), x))
   return where(equal(x, 0), ones_like(x), divide(sin(px), px))
 
@@ -553,6 +552,11 @@ def zeros_like(x, dtype=None, shape=None) -> Array: return full_like(x, 0, dtype
 def ones_like(x, dtype=None, shape=None) -> Array: return full_like(x, 1, dtype, shape)
 
 def shape_arg(shape) -> tuple:
+  """A shape argument (an int or a sequence of ints) as a tuple of non-negative Python ints.
+
+  >>> shape_arg(3), shape_arg([2, np.int64(4)])
+  ((3,), (2, 4))
+  """
   if isinstance(shape, (int, np.integer)): shape = (int(shape),)
   try:
     shape = tuple(int(operator_index(s)) for s in shape)

@@ -124,14 +124,15 @@ def _expand_masks(entries: list, shape: tuple) -> list:
   return out
 
 # --- static (basic) indexing: movement ops only ---
-def _shrink_axis(u: UOp, axis: int, lo: int, hi: int) -> UOp:
+def shrink_axis(u: UOp, axis: int, lo: int, hi: int) -> UOp:
+  """`u[..., lo:hi, ...]` along `axis` (a SHRINK view); lax's slicing uses it too."""
   return u.shrink(tuple((lo, hi) if i == axis else (0, s) for i, s in enumerate(u.shape)))
 
 def strided_slice_axis(u: UOp, axis: int, start: int, length: int, step: int) -> UOp:
   """Elements start, start+step, ... (`length` of them, step > 0) along `axis`, as SHRINK/PAD/RESHAPE views."""
-  if length == 0 or step == 1: return _shrink_axis(u, axis, start, start + length)
+  if length == 0 or step == 1: return shrink_axis(u, axis, start, start + length)
   n, end = u.shape[axis], start + length * step
-  u = _shrink_axis(u, axis, start, builtins.min(end, n))
+  u = shrink_axis(u, axis, start, builtins.min(end, n))
   if end > n: u = u.pad(tuple((0, end - n) if i == axis else (0, 0) for i in range(u.ndim)))
   s = u.shape
   u = u.reshape(s[:axis] + (length, step) + s[axis + 1:])
@@ -162,7 +163,7 @@ def _basic(u: UOp, entries: list) -> tuple[UOp, list, bool]:
       i = e[1] + n if e[1] < 0 else e[1]
       out_of_range |= not 0 <= i < n
       i = builtins.min(builtins.max(i, 0), n - 1)
-      u = _shrink_axis(u, axis, i, i + 1)
+      u = shrink_axis(u, axis, i, i + 1)
     else:
       adv.append((len(out_shape), e[1])); out_shape.append(u.shape[axis])
     axis += 1

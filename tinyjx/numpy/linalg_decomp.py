@@ -76,7 +76,7 @@ def solve(a, b) -> Array:
   """
   check_arraylike("jnp.linalg.solve", a, b)
   a, b, vector = solve_operands(a, b, "jnp.linalg.solve")
-  x = ll._solve(a, jnp.broadcast_to(b, jnp.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:]))
+  x = ll.solve_via_lu(a, jnp.broadcast_to(b, jnp.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:]))
   return x[..., 0] if vector else x
 
 def inv(a) -> Array:
@@ -88,7 +88,7 @@ def inv(a) -> Array:
   """
   check_arraylike("jnp.linalg.inv", a)
   a = as_float_matrix(a, "jnp.linalg.inv")
-  return ll._solve(a, jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape))
+  return ll.solve_via_lu(a, jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape))
 
 def det(a) -> Array:
   """The determinant of a (..., n, n), from its LU factors.
@@ -98,7 +98,7 @@ def det(a) -> Array:
   -2.0
   """
   check_arraylike("jnp.linalg.det", a)
-  return ll._det(as_float_matrix(a, "jnp.linalg.det"))
+  return ll.det_via_lu(as_float_matrix(a, "jnp.linalg.det"))
 
 def slogdet(a, *, method=None) -> SlogdetResult:
   """(sign, log|det|) of a (..., n, n), from its LU factors: sign 0 and logabsdet -inf for a singular matrix.
@@ -110,7 +110,7 @@ def slogdet(a, *, method=None) -> SlogdetResult:
   check_arraylike("jnp.linalg.slogdet", a)
   if method not in (None, 'lu'):
     raise ValueError(f"jnp.linalg.slogdet: method={method!r} is not supported; use method='lu' (or None)")
-  return SlogdetResult(*ll._slogdet(as_float_matrix(a, "jnp.linalg.slogdet")))
+  return SlogdetResult(*ll.slogdet_via_lu(as_float_matrix(a, "jnp.linalg.slogdet")))
 
 def qr(a, mode: str = 'reduced'):
   """QR decomposition of a (..., m, n) by Householder reflections (LAPACK's signs, so numpy's): mode 'reduced'

@@ -24,7 +24,7 @@ import numpy as np
 import tinyjx.numpy as jnp
 from tinyjx import dtypes, lax
 from tinyjx.array import Array
-from tinyjx.numpy.core import _inexact
+from tinyjx.numpy.core import promote_inexact
 from tinyjx.transforms.custom import custom_jvp
 from tinyjx.nn import logsumexp, softmax, log_softmax  # noqa: F401  (the same functions as jax.scipy.special's)
 
@@ -138,7 +138,7 @@ def _chebyshev(coeffs: tuple, t: Array) -> Array:
 
 def _float(*xs) -> list[Array]:
   """The arguments promoted together to an inexact dtype (JAX's promote_args_inexact)."""
-  return _inexact(*xs)
+  return promote_inexact(*xs)
 
 def _is_nonpositive_integer(x: Array) -> Array:
   return (x <= 0) & (x == jnp.floor(x))

@@ -1,5 +1,5 @@
 """control_flow: `lax.cond`, `switch`, `while_loop`, `fori_loop`, `scan`, `map`, and the dynamic slices loop bodies
-need, with the rules of COND, WHILE and SCAN in every table (PYTHON device, jvp, vjp, batching).
+need, with the rules of COND, WHILE and SCAN in the transforms' tables (jvp, vjp, batching).
 
 Each construct traces its functions once, at the avals of their operands, into closed sub-jaxprs and emits one
 multi-output node; `GETITEM(node, i)` reads output i. Values a function closes over (arrays, values of an
@@ -12,12 +12,12 @@ sees them as ordinary sources. Node layouts (sources, then what `arg` holds):
 - SCAN  (*carry, *xs, *consts)               `ScanArg`: body (carry + x slices + consts -> carry + ys), the length
                                              and direction; outputs are the final carry then the stacked ys
 
-The index of a COND is int32 and already clamped into range. Loops run as loops wherever they execute: the
-PYTHON device steps through them here (`python_rules`), compiled devices run them as runtime steps (`CondStep`,
-`WhileStep`, `ScanStep` in `tinyjx.lower.runtime.step_rules`) whose sub-jaxprs are compiled once, when the
-enclosing program is lowered; nothing is unrolled at trace time. Reverse mode works for COND and SCAN (a
-forward scan stacks the carries, a reverse scan runs the body's vjp over them); WHILE has forward mode only,
-as in JAX.
+The index of a COND is int32 and already clamped into range. Loops run as loops wherever they execute, with
+their meaning written once, below this layer: `run_loop` of the PYTHON device (tinyjx.devices.python), which
+steps through the sub-jaxprs with its interpreter, and which the compiled devices' `LoopStep`
+(tinyjx.lower.steps) runs with the sub-jaxprs compiled once, when the enclosing program is lowered; nothing is
+unrolled at trace time. Reverse mode works for COND and SCAN (a forward scan stacks the carries, a reverse scan
+runs the body's vjp over them); WHILE has forward mode only, as in JAX.
 """
 from __future__ import annotations
 import functools, hashlib
@@ -27,9 +27,7 @@ from tinyjx import dtypes, tree_util, tracing
 from tinyjx.array import Array
 from tinyjx.tracing import Jaxpr
 from tinyjx.uop import UOp, Ops, toposort, substitute, fresh_id, normalize_axis
-from tinyjx.devices import python as pydev
 from tinyjx.transforms import ad, batching
-from tinyjx.lower import runtime
 from tinyjx.array import api as jnp   # tinyjx.numpy, registered with the array layer
 
 LOOP_FIX = ("inside lax.cond / while_loop / scan the operands and carry are traced; branch with lax.cond or "
@@ -530,66 +528,6 @@ def dynamic_update_index_in_dim(operand, update, index, axis: int = 0):
 
 # ================================================================ rules
 
-# ---------------------------------------------------------------- PYTHON device: the loops run here, per call
-
-class Program:
-  """A jaxpr prepared for repeated evaluation by the PYTHON device: sorted once, constants computed once."""
-  def __init__(self, jaxpr: Jaxpr):
-    self.params, self.outs = jaxpr.params, list(jaxpr.outs)
-    own, dep = set(jaxpr.params), {}
-    order = toposort(list(jaxpr.roots))
-    # an effect runs on every call, so it is a step even when it reads nothing of the params
-    for n in order: dep[n] = n in own or tracing.has_effects(n) or any(dep[s] for s in n.src)
-    self.steps = [n for n in order if dep[n] and n not in own]
-    roots = list(dict.fromkeys([s for n in self.steps for s in n.src if not dep[s]] +
-                               [o for o in self.outs if not dep[o]]))
-    self.consts = dict(zip(roots, pydev.evaluate(roots)))
-
-  def __call__(self, *args) -> list:
-    vals = dict(self.consts)
-    vals.update(zip(self.params, args))
-    with np.errstate(all='ignore'):
-      for n in self.steps:
-        vals[n] = pydev._finish(n, pydev.python_rules[n.op](n, *[vals[s] for s in n.src]))
-    return [vals[o] for o in self.outs]
-
-_programs: dict = {}
-
-def program(jaxpr: Jaxpr) -> Program:
-  """The prepared Program of a sub-jaxpr, kept per jaxpr object (sub-jaxprs live as long as their node)."""
-  p = _programs.get(id(jaxpr))
-  if p is None or p[0] is not jaxpr:
-    if len(_programs) > 512: _programs.clear()
-    p = _programs[id(jaxpr)] = (jaxpr, Program(jaxpr))
-  return p[1]
-
-def cond_python(node, index, *args):
-  branches = node.arg.jaxprs
-  i = min(max(int(index), 0), len(branches) - 1)
-  return tuple(program(branches[i])(*args))
-
-def while_python(node, *args):
-  a = node.arg
-  carry = list(args[:a.n_carry])
-  cconsts, bconsts = args[a.n_carry:a.n_carry + a.n_cond_consts], args[a.n_carry + a.n_cond_consts:]
-  test, step = program(a.cond), program(a.body)
-  while bool(test(*carry, *cconsts)[0]): carry = step(*carry, *bconsts)
-  return tuple(carry)
-
-def scan_python(node, *args):
-  a = node.arg
-  carry = list(args[:a.n_carry])
-  xs, consts = args[a.n_carry:a.n_carry + a.n_xs], args[a.n_carry + a.n_xs:]
-  step = program(a.body)
-  ys = [np.empty(s, d.np) for s, d in a.out_avals[a.n_carry:]]
-  for t in (reversed(range(a.length)) if a.reverse else range(a.length)):
-    out = step(*carry, *[x[t] for x in xs], *consts)
-    carry = out[:a.n_carry]
-    for buf, y in zip(ys, out[a.n_carry:]): buf[t] = y
-  return tuple(carry) + tuple(ys)
-
-pydev.python_rules.update({Ops.COND: cond_python, Ops.WHILE: while_python, Ops.SCAN: scan_python})
-
 # ---------------------------------------------------------------- jvp: carried tangents
 
 def float_mask(srcs, ts) -> tuple:
@@ -828,59 +766,6 @@ def scan_batch(node, srcs, bdims):
   return node, tuple(cdims) + tuple(1 if b else None for b in y_b)
 
 batching.batch_rules.update({Ops.COND: cond_batch, Ops.WHILE: while_batch, Ops.SCAN: scan_batch})
-
-# ---------------------------------------------------------------- compiled devices: loops as runtime steps
-
-class LoopStep:
-  """A COND, WHILE or SCAN node run by a compiled device's runtime (the step interface of tinyjx.lower.runtime):
-  its sub-jaxprs are compiled once, when the enclosing program is lowered, and the loop around them runs here,
-  at run time, over the slots' arrays. Subclasses define `compute(args) -> output arrays`."""
-  def __init__(self, node: UOp, st, slots: list):
-    self.node, self.device = node, st.device
-    self.src_slots, self.out_slots = [st.slot_of[s] for s in node.src], list(slots)
-    self.reads, self.writes = set(self.src_slots), {s for s in slots if s is not None}
-    self.exes = [st.device.compile_jaxpr(j) for j in node.arg.jaxprs]
-
-  def run(self, frame) -> None:
-    outs = self.compute([frame.array(s) for s in self.src_slots])
-    for slot, value in zip(self.out_slots, outs):
-      if slot is not None: np.copyto(frame.array(slot), value)
-
-  def call(self, i: int, args) -> list:
-    """Run sub-executable `i` on numpy arrays; returns fresh arrays."""
-    params = self.node.arg.jaxprs[i].params
-    bufs = [self.device.from_numpy(np.ascontiguousarray(a, p.dtype.np).reshape(p.shape), p.dtype)
-            for a, p in zip(args, params)]
-    return [b.numpy().reshape(p.shape) for b, p in zip(self.exes[i].run(bufs), self.node.arg.jaxprs[i].outs)]
-
-  def __repr__(self): return f"{self.node.op.name.lower()} step ({len(self.exes)} compiled sub-programs)"
-
-class CondStep(LoopStep):
-  def compute(self, args):
-    i = min(max(int(args[0]), 0), len(self.exes) - 1)
-    return self.call(i, args[1:])
-
-class WhileStep(LoopStep):
-  def compute(self, args):
-    a = self.node.arg
-    carry = list(args[:a.n_carry])
-    cconsts, bconsts = args[a.n_carry:a.n_carry + a.n_cond_consts], args[a.n_carry + a.n_cond_consts:]
-    while bool(self.call(0, carry + list(cconsts))[0]): carry = self.call(1, carry + list(bconsts))
-    return carry
-
-class ScanStep(LoopStep):
-  def compute(self, args):
-    a = self.node.arg
-    carry = list(args[:a.n_carry])
-    xs, consts = args[a.n_carry:a.n_carry + a.n_xs], list(args[a.n_carry + a.n_xs:])
-    ys = [np.empty(s, d.np) for s, d in a.out_avals[a.n_carry:]]
-    for t in (reversed(range(a.length)) if a.reverse else range(a.length)):
-      out = self.call(0, carry + [x[t] for x in xs] + consts)
-      carry = out[:a.n_carry]
-      for buf, y in zip(ys, out[a.n_carry:]): buf[t] = y
-    return carry + ys
-
-runtime.step_rules.update({Ops.COND: CondStep, Ops.WHILE: WhileStep, Ops.SCAN: ScanStep})
 
 __all__ = ['cond', 'switch', 'while_loop', 'fori_loop', 'scan', 'map', 'dynamic_slice',
            'dynamic_update_slice', 'dynamic_index_in_dim', 'dynamic_slice_in_dim', 'dynamic_update_index_in_dim',

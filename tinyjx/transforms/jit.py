@@ -148,6 +148,7 @@ def _closes_over_a_trace(jaxpr) -> bool:
 # ---------------------------------------------------------------- input and output buffers
 
 def host_buffer(data: np.ndarray, dt, dev):
+  """A Buffer on device `dev` holding host `data` as dtype `dt` (bfloat16 rounded)."""
   if dt is dtypes.bfloat16: data = dtypes.round_bf16(data.astype(np.float32))
   return dev.from_numpy(np.array(data, dtype=dt.np, order='C'), dt)   # (np.ascontiguousarray makes 0-d arrays 1-d)
 
