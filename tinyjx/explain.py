@@ -25,7 +25,7 @@ from __future__ import annotations
 import json, os, statistics
 import numpy as np
 from tinyjx import provenance, tracing, uop as uop_module
-from tinyjx.uop import Ops, GroupOp, toposort
+from tinyjx.uop import Ops, GroupOp, toposort, prim_name
 
 FOLDED, VIEW, STEP = 'folded', 'view', 'host step: '
 TIMED_RUNS = 5
@@ -112,7 +112,7 @@ def equations(jaxpr) -> list[tuple]:
       out.append((n, f"{name(n)}:{tracing.aval_str(n)} = broadcast_in_dim {n.arg[0]!r}"))
       continue
     rhs = " ".join(name(s) for s in n.src)
-    out.append((n, f"{name(n)}:{tracing.aval_str(n)} = {tracing.prim_name(n)}{tracing._params_text(n)} {rhs}".rstrip()))
+    out.append((n, f"{name(n)}:{tracing.aval_str(n)} = {prim_name(n)}{tracing._params_text(n)} {rhs}".rstrip()))
   return out
 
 # ---------------------------------------------------------------- kernel assignment (the rule in the module doc)
@@ -171,7 +171,7 @@ def assign(eqns: list, roots: list, st) -> dict:
   steps = {}
   for it in st.items:
     if isinstance(it, StepItem):
-      for n in [it.node] + [o for o in it.outs if o is not None]: steps[n] = tracing.prim_name(it.node)
+      for n in [it.node] + [o for o in it.outs if o is not None]: steps[n] = prim_name(it.node)
   alive = set(toposort(list(st.roots)))
   out = {}
   for e in eqns:
@@ -236,7 +236,7 @@ def build(name: str, device: str, eqns: list, where: dict, st, times: dict) -> E
   return Explanation(name, device, rows, kernels, steps)
 
 def _primitive(node) -> str:
-  return 'broadcast_in_dim' if node.op is Ops.CONST else tracing.prim_name(node)   # as make_jaxpr prints a constant
+  return 'broadcast_in_dim' if node.op is Ops.CONST else prim_name(node)   # as make_jaxpr prints a constant
 
 def _kernel_sources(st) -> dict:
   """kernel name -> its function in the generated translation unit (from its signature to the next kernel's)."""

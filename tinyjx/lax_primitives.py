@@ -10,18 +10,18 @@ from __future__ import annotations
 import builtins, enum, math, operator
 from tinyjx import dtypes
 from tinyjx.array import Array
-from tinyjx.uop import UOp, Ops
+from tinyjx.uop import UOp, Ops, jnp_name
 from tinyjx.numpy import core
 from tinyjx.numpy.core import asarray, normalize_axis, normalize_axes
 from tinyjx.numpy import indexing
 from tinyjx.numpy.products import Precision, canonicalize_precision  # noqa: F401  (lax.Precision)
 
 # --- operand checks: one dtype, one shape (0-d broadcasts) ---
-def _operands(name: str, jnp_name: str | None, *xs) -> tuple[list[UOp], bool]:
+def _operands(name: str, similar: str | None, *xs) -> tuple[list[UOp], bool]:
   arrs = [asarray(x) for x in xs]
   dts = [a.dtype for a in arrs]
   if builtins.any(d is not dts[0] for d in dts):
-    tip = f" (jnp.{jnp_name} is a similar function that promotes its inputs)" if jnp_name else ""
+    tip = f" (jnp.{similar} is a similar function that promotes its inputs)" if similar else ""
     got = ', '.join(str(d) for d in dts)
     raise TypeError(f"lax.{name} requires arguments to have the same dtypes, got {got}; convert one with "
                     f"lax.convert_element_type(x, dtype){tip}")
@@ -62,14 +62,14 @@ def _unary(name: str, op: Ops, accepts: tuple, doc: str, example: tuple):
                f">>> from tinyjx import lax\n>>> lax.{name}({example[0]}).item()\n{example[1]}\n")
   return f
 
-def _binary(name: str, op: Ops, jnp_name: str, accepts: tuple, doc: str, example: tuple, compare: bool = False):
+def _binary(name: str, op: Ops, accepts: tuple, doc: str, example: tuple, compare: bool = False):
   def f(x, y) -> Array:
-    (a, b), weak = _operands(name, jnp_name, x, y)
+    (a, b), weak = _operands(name, jnp_name(op), x, y)
     _require(name, Array(a), *accepts)
     return _build(op, dtypes.bool_ if compare else a.dtype, [a, b], weak and not compare)
   f.__name__ = f.__qualname__ = name
   f.__doc__ = (f"Elementwise {doc}; both operands have one dtype and one shape (no promotion, unlike "
-               f"jnp.{jnp_name}).\n\n"
+               f"jnp.{jnp_name(op)}).\n\n"
                f">>> from tinyjx import lax\n>>> lax.{name}({example[0]}).item()\n{example[1]}\n")
   return f
 
@@ -94,23 +94,22 @@ ceil = _unary('ceil', Ops.CEIL, _FLOAT, "rounding toward +inf", ("-1.5", "-1.0")
 sign = _unary('sign', Ops.SIGN, _NUMBER, "sign (-1, 0 or 1)", ("-3.0", "-1.0"))
 bitwise_not = _unary('bitwise_not', Ops.NOT, _INT_BOOL, "bitwise (or logical) not", ("0", "-1"))
 
-add = _binary('add', Ops.ADD, 'add', _NUMBER, "x + y", ("1.0, 2.0", "3.0"))
-sub = _binary('sub', Ops.SUB, 'subtract', _NUMBER, "x - y", ("1.0, 2.0", "-1.0"))
-mul = _binary('mul', Ops.MUL, 'multiply', _NUMBER, "x * y", ("3.0, 2.0", "6.0"))
-div = _binary('div', Ops.DIV, 'divide', _NUMBER, "x / y (integers round toward zero, as in C)", ("-7, 2", "-3"))
-rem = _binary('rem', Ops.REM, 'fmod', _NUMBER, "remainder with the sign of x (C's fmod)", ("-7, 2", "-1"))
-max = _binary('max', Ops.MAX, 'maximum', _ANY, "maximum", ("1.0, 2.0", "2.0"))  # noqa: A001 - JAX's name
-min = _binary('min', Ops.MIN, 'minimum', _ANY, "minimum", ("1.0, 2.0", "1.0"))  # noqa: A001 - JAX's name
-atan2 = _binary('atan2', Ops.ATAN2, 'arctan2', _FLOAT, "arctan(x / y) in the right quadrant", ("0.0, 1.0", "0.0"))
-eq = _binary('eq', Ops.CMPEQ, 'equal', _ANY, "x == y", ("1, 2", "False"), compare=True)
-ne = _binary('ne', Ops.CMPNE, 'not_equal', _ANY, "x != y", ("1, 2", "True"), compare=True)
-lt = _binary('lt', Ops.CMPLT, 'less', _ANY, "x < y", ("1, 2", "True"), compare=True)
-le = _binary('le', Ops.CMPLE, 'less_equal', _ANY, "x <= y", ("2, 2", "True"), compare=True)
-bitwise_and = _binary('bitwise_and', Ops.AND, 'bitwise_and', _INT_BOOL, "bitwise (or logical) and", ("6, 3", "2"))
-bitwise_or = _binary('bitwise_or', Ops.OR, 'bitwise_or', _INT_BOOL, "bitwise (or logical) or", ("6, 3", "7"))
-bitwise_xor = _binary('bitwise_xor', Ops.XOR, 'bitwise_xor', _INT_BOOL, "bitwise (or logical) xor", ("6, 3", "5"))
-shift_left = _binary('shift_left', Ops.SHL, 'left_shift', _INT, "x << y (0 once y reaches the bit width)",
-                     ("1, 3", "8"))
+add = _binary('add', Ops.ADD, _NUMBER, "x + y", ("1.0, 2.0", "3.0"))
+sub = _binary('sub', Ops.SUB, _NUMBER, "x - y", ("1.0, 2.0", "-1.0"))
+mul = _binary('mul', Ops.MUL, _NUMBER, "x * y", ("3.0, 2.0", "6.0"))
+div = _binary('div', Ops.DIV, _NUMBER, "x / y (integers round toward zero, as in C)", ("-7, 2", "-3"))
+rem = _binary('rem', Ops.REM, _NUMBER, "remainder with the sign of x (C's fmod)", ("-7, 2", "-1"))
+max = _binary('max', Ops.MAX, _ANY, "maximum", ("1.0, 2.0", "2.0"))  # noqa: A001 - JAX's name
+min = _binary('min', Ops.MIN, _ANY, "minimum", ("1.0, 2.0", "1.0"))  # noqa: A001 - JAX's name
+atan2 = _binary('atan2', Ops.ATAN2, _FLOAT, "arctan(x / y) in the right quadrant", ("0.0, 1.0", "0.0"))
+eq = _binary('eq', Ops.CMPEQ, _ANY, "x == y", ("1, 2", "False"), compare=True)
+ne = _binary('ne', Ops.CMPNE, _ANY, "x != y", ("1, 2", "True"), compare=True)
+lt = _binary('lt', Ops.CMPLT, _ANY, "x < y", ("1, 2", "True"), compare=True)
+le = _binary('le', Ops.CMPLE, _ANY, "x <= y", ("2, 2", "True"), compare=True)
+bitwise_and = _binary('bitwise_and', Ops.AND, _INT_BOOL, "bitwise (or logical) and", ("6, 3", "2"))
+bitwise_or = _binary('bitwise_or', Ops.OR, _INT_BOOL, "bitwise (or logical) or", ("6, 3", "7"))
+bitwise_xor = _binary('bitwise_xor', Ops.XOR, _INT_BOOL, "bitwise (or logical) xor", ("6, 3", "5"))
+shift_left = _binary('shift_left', Ops.SHL, _INT, "x << y (0 once y reaches the bit width)", ("1, 3", "8"))
 
 def gt(x, y) -> Array:
   """Elementwise x > y (one dtype, one shape). `lax.gt(2., 1.)` is True."""
@@ -169,7 +168,7 @@ def pow(x, y) -> Array:  # noqa: A001 - JAX's name
   """Elementwise x**y; y has x's dtype or is an integer (then it is converted). `lax.pow(2., 3)` is 8."""
   x, y = asarray(x), asarray(y)
   if dtypes.is_float(x.dtype) and dtypes.is_int(y.dtype): y = core.astype(y, x.dtype)
-  (a, b), weak = _operands('pow', 'power', x, y)
+  (a, b), weak = _operands('pow', jnp_name(Ops.POW), x, y)
   return _build(Ops.POW, a.dtype, [a, b], weak)
 
 _UNSIGNED = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int32: dtypes.uint32,
@@ -177,7 +176,7 @@ _UNSIGNED = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int3
 _SIGNED = {v: k for k, v in _UNSIGNED.items()}
 
 def _shift_right(name: str, x, y, table: dict) -> Array:
-  (a, b), weak = _operands(name, 'right_shift', x, y)
+  (a, b), weak = _operands(name, jnp_name(Ops.SHR), x, y)
   _require(name, Array(a), *_INT)
   if a.dtype not in table: return _build(Ops.SHR, a.dtype, [a, b], weak)
   other = table[a.dtype]
@@ -219,7 +218,7 @@ def select(pred, on_true, on_false) -> Array:
   """
   p = asarray(pred)
   if p.dtype is not dtypes.bool_: raise TypeError(f"lax.select: pred must be bool, got {p.dtype}")
-  (t, f), weak = _operands('select', 'where', on_true, on_false)
+  (t, f), weak = _operands('select', jnp_name(Ops.WHERE), on_true, on_false)
   (pu, tu, fu) = _same_shape('select', [p, Array(t), Array(f)])
   return Array(UOp(Ops.WHERE, t.dtype, (pu, tu, fu)), weak)
 

@@ -18,7 +18,7 @@ import functools, inspect, hashlib
 import numpy as np
 from tinyjx import array, dtypes, tree_util
 from tinyjx.array import Array, Trace, traces
-from tinyjx.uop import UOp, Ops, GroupOp, toposort, substitute, fresh_id, arg_text
+from tinyjx.uop import UOp, Ops, GroupOp, toposort, substitute, fresh_id, arg_text, prim_name
 
 class Jaxpr:
   """A traced function: PARAM leaves in, output nodes out, with the pytree structures of both sides."""
@@ -197,22 +197,6 @@ def make_jaxpr(fun, static_argnums=(), return_shape=False):
   return make
 
 # --- printing ---
-PRIM_NAMES = {
-  Ops.ADD: 'add', Ops.SUB: 'sub', Ops.MUL: 'mul', Ops.DIV: 'div', Ops.REM: 'rem', Ops.POW: 'pow', Ops.MAX: 'max',
-  Ops.MIN: 'min', Ops.ATAN2: 'atan2', Ops.AND: 'and', Ops.OR: 'or', Ops.XOR: 'xor', Ops.SHL: 'shift_left',
-  Ops.SHR: 'shift_right', Ops.CMPLT: 'lt', Ops.CMPLE: 'le', Ops.CMPEQ: 'eq', Ops.CMPNE: 'ne', Ops.NEG: 'neg',
-  Ops.NOT: 'not', Ops.RECIP: 'reciprocal', Ops.WHERE: 'select_n', Ops.CAST: 'convert_element_type',
-  Ops.BITCAST: 'bitcast_convert_type', Ops.RESHAPE: 'reshape', Ops.PERMUTE: 'transpose', Ops.EXPAND: 'broadcast',
-  Ops.PAD: 'pad', Ops.SHRINK: 'slice', Ops.FLIP: 'rev', Ops.DOT_GENERAL: 'dot_general', Ops.GATHER: 'gather',
-  Ops.SCATTER: 'scatter', Ops.ARGSORT: 'argsort', Ops.IOTA: 'iota', Ops.TAG: 'tag', Ops.GETITEM: 'getitem',
-}
-_REDUCE_NAMES = {Ops.ADD: 'sum', Ops.MUL: 'prod', Ops.MAX: 'max', Ops.MIN: 'min'}
-
-def prim_name(u: UOp) -> str:
-  if u.op is Ops.REDUCE: return 'reduce_' + _REDUCE_NAMES[u.arg[0]]
-  if u.op is Ops.CUMULATIVE: return 'cum' + _REDUCE_NAMES[u.arg[0]]
-  return PRIM_NAMES.get(u.op, u.op.name.lower())
-
 def aval_str(u: UOp) -> str:
   if u.op in GroupOp.MultiOutput: return "(" + ", ".join(f"{d.short}[{','.join(map(str, s))}]" for s, d in _avals(u)) + ")"
   return f"{u.dtype.short}[{','.join(map(str, u.shape))}]"

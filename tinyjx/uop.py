@@ -11,6 +11,10 @@ Invariants the rest of tinyjx relies on:
   condition (bool) and the shifts;
 - REDUCE removes its axes (as `lax.reduce`), and axes are sorted tuples of non-negative ints.
 
+Per-op facts live here too, read by every other module: the op groups (`GroupOp`, including which ops are
+transcendental and which float-only), the name a jaxpr prints for each op (`prim_name`) and the jnp function
+that computes it (`jnp_name`); tests/test_op_coverage.py checks the tables that follow from them.
+
 This module imports nothing else of tinyjx but dtypes.
 """
 from __future__ import annotations
@@ -90,6 +94,53 @@ class GroupOp:
   NonDifferentiable = Comparison | {Ops.NOT, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.SIGN, Ops.FLOOR,
                                     Ops.CEIL, Ops.ROUND, Ops.TRUNC, Ops.ARGSORT, Ops.IOTA, Ops.BITCAST,
                                     Ops.DEBUG_CALLBACK}   # a callback's bool[] token
+  # a libm call per element, dear next to a load or an add: the scheduler materializes one that several kernels read
+  # rather than recompute it in each, and the optimizer computes one that two sibling loops share once (stash_shared)
+  Transcendental = {Ops.EXP, Ops.LOG, Ops.EXPM1, Ops.LOG1P, Ops.SIN, Ops.COS, Ops.TAN, Ops.ASIN, Ops.ACOS, Ops.ATAN,
+                    Ops.SINH, Ops.COSH, Ops.TANH, Ops.ERF, Ops.POW, Ops.ATAN2}
+  # elementwise ops defined on float operands only: jnp promotes int and bool inputs to the default float first,
+  # lax refuses them, and the renderers have no integer form
+  FloatOnly = {Ops.EXP, Ops.LOG, Ops.EXPM1, Ops.LOG1P, Ops.SIN, Ops.COS, Ops.TAN, Ops.ASIN, Ops.ACOS, Ops.ATAN,
+               Ops.SINH, Ops.COSH, Ops.TANH, Ops.SQRT, Ops.RECIP, Ops.FLOOR, Ops.CEIL, Ops.ROUND, Ops.TRUNC, Ops.ERF,
+               Ops.ATAN2}
+
+# --- names: how a jaxpr prints each op (JAX's primitive names), and the jnp function that computes it ---
+PRIM_NAMES = {   # ops not here print as their lower-case enum name (exp, sin, psum ...)
+  Ops.ADD: 'add', Ops.SUB: 'sub', Ops.MUL: 'mul', Ops.DIV: 'div', Ops.REM: 'rem', Ops.POW: 'pow', Ops.MAX: 'max',
+  Ops.MIN: 'min', Ops.ATAN2: 'atan2', Ops.AND: 'and', Ops.OR: 'or', Ops.XOR: 'xor', Ops.SHL: 'shift_left',
+  Ops.SHR: 'shift_right', Ops.CMPLT: 'lt', Ops.CMPLE: 'le', Ops.CMPEQ: 'eq', Ops.CMPNE: 'ne', Ops.NEG: 'neg',
+  Ops.NOT: 'not', Ops.RECIP: 'reciprocal', Ops.WHERE: 'select_n', Ops.CAST: 'convert_element_type',
+  Ops.BITCAST: 'bitcast_convert_type', Ops.RESHAPE: 'reshape', Ops.PERMUTE: 'transpose', Ops.EXPAND: 'broadcast',
+  Ops.PAD: 'pad', Ops.SHRINK: 'slice', Ops.FLIP: 'rev', Ops.DOT_GENERAL: 'dot_general', Ops.GATHER: 'gather',
+  Ops.SCATTER: 'scatter', Ops.ARGSORT: 'argsort', Ops.IOTA: 'iota', Ops.TAG: 'tag', Ops.GETITEM: 'getitem',
+}
+_REDUCE_NAMES = {Ops.ADD: 'sum', Ops.MUL: 'prod', Ops.MAX: 'max', Ops.MIN: 'min'}   # REDUCE/CUMULATIVE by ALU op
+
+def prim_name(u: 'UOp') -> str:
+  """The primitive name a jaxpr prints for node `u` (a reduction is named by its ALU op).
+
+  >>> prim_name(UOp(Ops.CAST, dtypes.int32, (UOp.const(1.5, dtypes.float32, ()),)))
+  'convert_element_type'
+  """
+  if u.op is Ops.REDUCE: return 'reduce_' + _REDUCE_NAMES[u.arg[0]]
+  if u.op is Ops.CUMULATIVE: return 'cum' + _REDUCE_NAMES[u.arg[0]]
+  return PRIM_NAMES.get(u.op, u.op.name.lower())
+
+JNP_NAMES = {   # the tinyjx.numpy function that is exactly the op (lax's tips and jnp's broadcast errors name it)
+  Ops.ADD: 'add', Ops.SUB: 'subtract', Ops.MUL: 'multiply', Ops.DIV: 'divide', Ops.REM: 'fmod', Ops.POW: 'power',
+  Ops.MAX: 'maximum', Ops.MIN: 'minimum', Ops.ATAN2: 'arctan2', Ops.CMPLT: 'less', Ops.CMPLE: 'less_equal',
+  Ops.CMPEQ: 'equal', Ops.CMPNE: 'not_equal', Ops.AND: 'bitwise_and', Ops.OR: 'bitwise_or', Ops.XOR: 'bitwise_xor',
+  Ops.SHL: 'left_shift', Ops.SHR: 'right_shift', Ops.WHERE: 'where', Ops.NEG: 'negative', Ops.NOT: 'invert',
+  Ops.RECIP: 'reciprocal', Ops.CAST: 'astype',
+}
+
+def jnp_name(op: Ops) -> str:
+  """The name of the jnp function computing `op` (the lower-case enum name where it has no other).
+
+  >>> jnp_name(Ops.CMPLT)
+  'less'
+  """
+  return JNP_NAMES.get(op, op.name.lower())
 
 class ShapeError(ValueError):
   pass

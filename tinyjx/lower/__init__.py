@@ -23,7 +23,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 import numpy as np
 from tinyjx import settings as config, array, devices
-from tinyjx.uop import UOp, Ops, toposort, substitute
+from tinyjx.uop import UOp, Ops, toposort, substitute, prim_name
 from tinyjx.rewrite import graph_rewrite
 from tinyjx.lower.simplify import pm_simplify, pm_decompose, fold_permutes
 from tinyjx.lower.schedule import schedule, KernelItem
@@ -106,7 +106,6 @@ def assign_slots(st: Lowering) -> None:
       if n is not None and n not in st.slot_of: new(n, 'tmp')
 
 def _kernel_label(n: UOp) -> str:
-  from tinyjx.tracing import prim_name
   return prim_name(n).replace('convert_element_type', 'cast')
 
 def do_optimize(st: Lowering) -> Lowering:
@@ -212,7 +211,7 @@ def build_executable(device, jaxpr) -> Executable:
 
 def kernel_report(st: Lowering) -> str:
   """Each kernel with the jaxpr equations it fused (DEBUG=3)."""
-  from tinyjx.tracing import prim_name, aval_str
+  from tinyjx.tracing import aval_str
   lines = [f"*** {len(st.kernels)} kernels, {sum(1 for s in st.slots if s.kind == 'tmp')} intermediate buffers"]
   for k in st.kernels:
     eqns = [f"{prim_name(n)}:{aval_str(n)}" for n in k.nodes if n.op not in (Ops.CONST,)]

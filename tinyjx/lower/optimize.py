@@ -23,7 +23,7 @@ Loops marked `serial` (reductions, scatters with duplicate indices) are never ru
 from __future__ import annotations
 import math
 from tinyjx import dtypes
-from tinyjx.uop import UOp, Ops, toposort, substitute
+from tinyjx.uop import UOp, Ops, GroupOp, toposort, substitute
 from tinyjx.lower import symbolic as sym
 from tinyjx.lower.index import Loop, Decl, Update, Store, Sort, Kernel, Matmul, MatmulPlan, Local, Assign, unflatten
 from tinyjx.lower.symbolic import IDX
@@ -290,8 +290,6 @@ def _block_columns(stmts: list, i: int, acc: UOp, k: Kernel) -> None:
   if tail: out += block(sym.const(full * COLUMN_BLOCK), tail, nv + 4)
   stmts[i:i + 1] = out
 
-EXPENSIVE = {Ops.EXP, Ops.LOG, Ops.EXPM1, Ops.LOG1P, Ops.SIN, Ops.COS, Ops.TAN, Ops.TANH, Ops.SINH, Ops.COSH,
-             Ops.ASIN, Ops.ACOS, Ops.ATAN, Ops.ATAN2, Ops.POW, Ops.ERF}
 MAX_STASH = 8192                 # elements of a per-iteration local array
 
 def _values(loop: Loop) -> list:
@@ -315,7 +313,7 @@ def stash_shared(stmts: list, k: Kernel) -> None:
 def _stash(a: Loop, b: Loop, stmts: list, k: Kernel, stashed: dict) -> None:
   in_a = set(toposort(_values(a)))
   found = [n for n in toposort([_rewrite(v, {b.var: a.var}) for v in _values(b)])
-           if n.op in EXPENSIVE and n in in_a and a.var in sym.loop_vars(n) and not _reads_outputs(n, k)]
+           if n.op in GroupOp.Transcendental and n in in_a and a.var in sym.loop_vars(n) and not _reads_outputs(n, k)]
   for n in [n for n in found if not any(n is not m and n in toposort([m]) for m in found)]:
     if n not in stashed:
       stashed[n] = UOp(Ops.DEFINE_ACC, n.dtype, (), (_max_acc(k.body) + 1, None))

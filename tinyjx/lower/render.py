@@ -39,6 +39,7 @@ UNARY_F = {Ops.EXP: 'exp', Ops.LOG: 'log', Ops.EXPM1: 'expm1', Ops.LOG1P: 'log1p
            Ops.TAN: 'tan', Ops.ASIN: 'asin', Ops.ACOS: 'acos', Ops.ATAN: 'atan', Ops.SINH: 'sinh', Ops.COSH: 'cosh',
            Ops.TANH: 'tanh', Ops.SQRT: 'sqrt', Ops.FLOOR: 'floor', Ops.CEIL: 'ceil', Ops.ROUND: 'rint',
            Ops.TRUNC: 'trunc', Ops.ABS: 'fabs'}
+BINARY_F = {Ops.REM: 'fmod', Ops.POW: 'pow', Ops.ATAN2: 'atan2'}   # float operands; ints have prelude helpers
 INFIX = {Ops.ADD: '+', Ops.SUB: '-', Ops.MUL: '*', Ops.AND: '&', Ops.OR: '|', Ops.XOR: '^', Ops.CMPLT: '<',
          Ops.CMPLE: '<=', Ops.CMPEQ: '==', Ops.CMPNE: '!='}
 FAST_F32 = {Ops.EXP: 'exp', Ops.LOG: 'log', Ops.TANH: 'tanh'}
@@ -359,9 +360,7 @@ class CRenderer(MatmulEmitter):
     if dt.kind == 'f':
       f = '' if dt is dtypes.float64 else 'f'
       if op is Ops.DIV: return f"({a} / {b})"
-      if op is Ops.REM: return f"fmod{f}({a}, {b})"
-      if op is Ops.POW: return f"pow{f}({a}, {b})"
-      if op is Ops.ATAN2: return f"atan2{f}({a}, {b})"
+      if op in BINARY_F: return f"{BINARY_F[op]}{f}({a}, {b})"
     if op in (Ops.DIV, Ops.REM) and u is not None and _positive_const(u.src[1]):
       return f"({a} {'/' if op is Ops.DIV else '%'} {b})"
     if op in (Ops.DIV, Ops.REM, Ops.POW): return f"tjx_{op.name.lower()}_{sfx}({a}, {b})"

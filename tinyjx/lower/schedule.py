@@ -24,8 +24,6 @@ from tinyjx.uop import UOp, Ops, GroupOp, toposort
 INPUT_OPS = {Ops.BUFFER, Ops.PARAM}
 OWN_KERNEL = {Ops.SCATTER, Ops.ARGSORT, Ops.CUMULATIVE}
 STEP_OPS = GroupOp.MultiOutput | GroupOp.Collective | {Ops.DEBUG_CALLBACK}   # DEBUG_CALLBACK: a host call
-EXPENSIVE = {Ops.EXP, Ops.LOG, Ops.EXPM1, Ops.LOG1P, Ops.SIN, Ops.COS, Ops.TAN, Ops.ASIN, Ops.ACOS, Ops.ATAN,
-             Ops.SINH, Ops.COSH, Ops.TANH, Ops.ERF, Ops.POW, Ops.ATAN2}
 
 @dataclass(eq=False)
 class KernelItem:
@@ -111,7 +109,7 @@ def _contractions_below(n: UOp) -> list:
 def _worth_buffer(n: UOp, users: dict) -> bool:
   """A reduction read by several kernels, or transcendental work read by several kernels through several ops."""
   if n.op is Ops.REDUCE: return True
-  return n.op in EXPENSIVE and n.size >= 1024 and len(users.get(n, ())) > 1
+  return n.op in GroupOp.Transcendental and n.size >= 1024 and len(users.get(n, ())) > 1
 
 MAX_OUTPUTS = 8   # outputs one elementwise kernel may write
 

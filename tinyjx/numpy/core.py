@@ -11,7 +11,7 @@ import numpy as np
 from tinyjx import dtypes, devices
 from tinyjx.array import Array, buffer_uop
 from tinyjx.dtypes import DType
-from tinyjx.uop import UOp, Ops, ShapeError, normalize_axis
+from tinyjx.uop import UOp, Ops, GroupOp, ShapeError, normalize_axis, jnp_name
 
 ArrayLike = "Array | np.ndarray | bool | int | float | list | tuple"
 
@@ -179,31 +179,28 @@ def _broadcast_uop(u: UOp, shape: tuple) -> UOp:
   if u.op is Ops.CONST: return UOp.const(u.arg[0], u.dtype, shape)
   return u.broadcast_to(shape)
 
-def elementwise(op: Ops, *xs, out_dtype: DType | None = None, names=None) -> Array:
-  """One elementwise primitive over promoted, broadcast operands."""
+def elementwise(op: Ops, *xs, out_dtype: DType | None = None, names=None, name: str | None = None) -> Array:
+  """One elementwise primitive over promoted, broadcast operands; errors name `name` (default: the op's jnp name)."""
   arrs, dt, weak = promote(*xs)
-  srcs = broadcast_uops(arrs, names, _OP_NAMES.get(op, op.name.lower()))
+  srcs = broadcast_uops(arrs, names, name or jnp_name(op))
   if builtins.all(s.op is Ops.CONST for s in srcs): return _fold(op, srcs, weak)
-  return Array(UOp(op, out_dtype or (dtypes.bool_ if op in _CMP else dt), tuple(srcs)), weak and out_dtype is None)
-
-_CMP = {Ops.CMPLT, Ops.CMPLE, Ops.CMPEQ, Ops.CMPNE}
-_OP_NAMES = {Ops.ADD: 'add', Ops.SUB: 'subtract', Ops.MUL: 'multiply', Ops.DIV: 'divide', Ops.REM: 'remainder',
-             Ops.POW: 'power', Ops.MAX: 'maximum', Ops.MIN: 'minimum', Ops.CMPLT: 'less', Ops.CMPLE: 'less_equal',
-             Ops.CMPEQ: 'equal', Ops.CMPNE: 'not_equal', Ops.AND: 'and', Ops.OR: 'or', Ops.XOR: 'xor'}
+  out = out_dtype or (dtypes.bool_ if op in GroupOp.Comparison else dt)
+  return Array(UOp(op, out, tuple(srcs)), weak and out_dtype is None)
 
 def _fold(op: Ops, srcs: list[UOp], weak: bool) -> Array:
   """Constant-fold an op on CONST operands with the reference interpreter (keeps scalar math out of kernels)."""
   from tinyjx.devices.python import evaluate_node
-  dt = dtypes.bool_ if op in _CMP else srcs[-1].dtype
+  dt = dtypes.bool_ if op in GroupOp.Comparison else srcs[-1].dtype
   node = UOp(op, dt, tuple(srcs))
   with np.errstate(all='ignore'):
     v = evaluate_node(node, *[np.array(s.arg[0], dtype=s.dtype.np) for s in srcs])
   return Array(UOp.const(v.item(), dt, srcs[0].shape), weak)   # a comparison of weak operands is weak, as in JAX
 
-def unary(op: Ops, x, float_only: bool = True) -> Array:
-  """A unary primitive; `float_only` ops (exp, sin ...) promote integer and bool inputs to the default float."""
+def unary(op: Ops, x) -> Array:
+  """A unary primitive; ops in `GroupOp.FloatOnly` (exp, sin ...) promote integer and bool inputs to the default
+  float."""
   x = asarray(x)
-  if float_only: x = promote_inexact(x)[0]
+  if op in GroupOp.FloatOnly: x = promote_inexact(x)[0]
   if x.uop.op is Ops.CONST: return _fold(op, [x.uop], x.weak)
   return Array(UOp(op, x.dtype, (x.uop,)), x.weak)
 
@@ -253,7 +250,7 @@ divide = true_divide
 def _sign_differs(a, b): return not_equal(sign(a), sign(b))
 def _float_divmod(a: Array, b: Array) -> tuple[Array, Array]:
   """Float floor division and modulo from the C remainder, corrected like CPython's float_divmod (JAX's rule)."""
-  m = elementwise(Ops.REM, a, b)
+  m = elementwise(Ops.REM, a, b, name='floor_divide')
   exact = where(equal(b, 0), a, subtract(a, m))
   q = elementwise(Ops.DIV, exact, b)
   fix = logical_and(not_equal(m, 0), _sign_differs(b, m))
@@ -266,7 +263,7 @@ def floor_divide(x, y):
   """
   a, b = _numeric(x, y)
   if dtypes.is_float(a.dtype): return _float_divmod(a, b)[0]
-  q = elementwise(Ops.DIV, a, b)
+  q = elementwise(Ops.DIV, a, b, name='floor_divide')
   if dtypes.is_unsigned(a.dtype): return q
   fix = logical_and(_sign_differs(a, b), not_equal(elementwise(Ops.REM, a, b), 0))
   return where(fix, subtract(q, 1), q)
@@ -278,7 +275,7 @@ def mod(x, y):
   """
   a, b = _numeric(x, y)
   if dtypes.is_int(b.dtype): b = where(equal(b, 0), ones_like(b), b)
-  r = elementwise(Ops.REM, a, b)
+  r = elementwise(Ops.REM, a, b, name='remainder')
   if dtypes.is_unsigned(a.dtype): return r
   fix = logical_and(not_equal(r, 0), not_equal(less(r, 0), less(b, 0)))
   return where(fix, add(r, b), r)
@@ -313,7 +310,7 @@ pow = power  # noqa: A001
 def float_power(x, y):
   """`x ** y` computed in a float type (ints and bool promote to the default float)."""
   return elementwise(Ops.POW, *promote_inexact(x, y))
-def negative(x): _no_bool('negative', x); return unary(Ops.NEG, x, float_only=False)
+def negative(x): _no_bool('negative', x); return unary(Ops.NEG, x)
 def positive(x): return asarray(x)
 def reciprocal(x): return unary(Ops.RECIP, x)
 def exp(x):
@@ -341,10 +338,10 @@ def square(x):
   return multiply(x, x)
 def abs(x):  # noqa: A001 - numpy's name
   x = asarray(x)
-  return x if dtypes.is_unsigned(x.dtype) or dtypes.is_bool(x.dtype) else unary(Ops.ABS, x, float_only=False)
+  return x if dtypes.is_unsigned(x.dtype) or dtypes.is_bool(x.dtype) else unary(Ops.ABS, x)
 absolute = abs
 def fabs(x): return abs(promote_inexact(x)[0])
-def sign(x): _no_bool('sign', x); return unary(Ops.SIGN, x, float_only=False)
+def sign(x): _no_bool('sign', x); return unary(Ops.SIGN, x)
 def sin(x): return unary(Ops.SIN, x)
 def cos(x): return unary(Ops.COS, x)
 def tan(x): return unary(Ops.TAN, x)
@@ -436,10 +433,10 @@ def greater_equal(x, y): return elementwise(Ops.CMPLE, y, x)
 def _to_bool(x):
   x = asarray(x)
   return x if x.dtype is dtypes.bool_ else not_equal(x, 0)
-def logical_and(x, y): return elementwise(Ops.AND, _to_bool(x), _to_bool(y))
-def logical_or(x, y): return elementwise(Ops.OR, _to_bool(x), _to_bool(y))
-def logical_xor(x, y): return elementwise(Ops.XOR, _to_bool(x), _to_bool(y))
-def logical_not(x): return unary(Ops.NOT, _to_bool(x), float_only=False)
+def logical_and(x, y): return elementwise(Ops.AND, _to_bool(x), _to_bool(y), name='logical_and')
+def logical_or(x, y): return elementwise(Ops.OR, _to_bool(x), _to_bool(y), name='logical_or')
+def logical_xor(x, y): return elementwise(Ops.XOR, _to_bool(x), _to_bool(y), name='logical_xor')
+def logical_not(x): return unary(Ops.NOT, _to_bool(x))
 def _int_or_bool(name, *xs):
   for x in xs:
     a = asarray(x)
@@ -447,7 +444,7 @@ def _int_or_bool(name, *xs):
 def bitwise_and(x, y): _int_or_bool('bitwise_and', x, y); return elementwise(Ops.AND, x, y)
 def bitwise_or(x, y): _int_or_bool('bitwise_or', x, y); return elementwise(Ops.OR, x, y)
 def bitwise_xor(x, y): _int_or_bool('bitwise_xor', x, y); return elementwise(Ops.XOR, x, y)
-def invert(x): _int_or_bool('invert', x); return unary(Ops.NOT, x, float_only=False)
+def invert(x): _int_or_bool('invert', x); return unary(Ops.NOT, x)
 bitwise_not = bitwise_invert = invert
 def left_shift(x, y):
   """`x << y`; shifting by the bit width or more gives 0."""

@@ -23,7 +23,7 @@ sources)`, so each column sums to the call's whole change.
 """
 from __future__ import annotations
 import os, threading, time
-from tinyjx.uop import UOp, Ops, toposort
+from tinyjx.uop import UOp, Ops, toposort, prim_name
 
 def _rule_name(fn) -> str:
   """A rule by its function name, or `file.py:line` for a lambda."""
@@ -62,7 +62,7 @@ class Recording:
     return i
 
   def describe(self, u: UOp) -> dict:
-    from tinyjx.tracing import prim_name, aval_str
+    from tinyjx.tracing import aval_str
     if u.op is Ops.PARAM and u in self.params: kind = 'input'
     elif u.op in (Ops.PARAM, Ops.BUFFER): kind = 'const'
     else: kind = 'eqn'
@@ -143,7 +143,7 @@ class Recording:
   # --- after lowering and the first run ---
   def lowered(self, st) -> None:
     for k in st.kernels:
-      from tinyjx.tracing import prim_name, aval_str
+      from tinyjx.tracing import aval_str
       self.kernels.append({'name': k.name, 'flops': int(k.flops), 'bytes': int(k.nbytes),
                            'eqns': [f"{prim_name(n)}:{aval_str(n)}" for n in k.nodes if n.op is not Ops.CONST],
                            'nodes': [self.ids[n] for n in k.nodes if n in self.ids],
