@@ -9,9 +9,8 @@ from tinyjx.array import Array
 from tinyjx.uop import UOp, Ops, GroupOp, toposort
 from tinyjx.transforms import ad, batching
 
-# Array-level ops: everything but the kernel-level ops of the lowering. NOOP is kernel-level too, but at array
-# level NOOP(x, 'stop_gradient') is lax.stop_gradient, so it needs rules.
-ARRAY_LEVEL = (set(Ops) - GroupOp.Kernel) | {Ops.NOOP}
+# Array-level ops: everything but the kernel-level ops of the lowering.
+ARRAY_LEVEL = set(Ops) - GroupOp.Kernel
 
 # Ops without autodiff rules yet, each with the reason. Remove an entry when its rules land.
 NOT_YET: dict = {}

@@ -69,7 +69,7 @@ def test_simplify_keeps_every_bit():
   assert rewrite(lossy, pm_simplify) is lossy
   folded = rewrite(UOp(Ops.MUL, F32, (UOp.const(3.0, F32, (2,)), UOp.const(0.5, F32, (2,)))), pm_simplify)
   assert folded.op is Ops.CONST and folded.arg == (1.5, (2,))
-  assert rewrite(UOp(Ops.NOOP, F32, (UOp(Ops.TAG, F32, (x,), 5),), 'stop_gradient'), pm_simplify) is x
+  assert rewrite(UOp(Ops.STOP_GRADIENT, F32, (UOp(Ops.TAG, F32, (x,), 5),)), pm_simplify) is x
 
 def test_decompose_turns_dot_general_into_a_sum_of_products():
   a, b = P((4, 5)), P((5, 6), slot=1)
@@ -132,7 +132,11 @@ def test_memory_reuses_dead_buffers():
 def test_the_pipeline_is_an_ordered_list_of_named_passes():
   names = [name for name, _ in lower.PASSES]
   assert names[:3] == ['simplify', 'decompose', 'schedule+index'] and names[-2:] == ['render', 'compile']
+  assert [n for n, _ in lower.passes('as_matmul', 'estimate')] == [
+    'as_matmul', 'as_column_reduction', 'split_reductions', 'stash_shared', 'block_sums', 'mark_parallel', 'grid',
+    'estimate']                                   # the sub-passes of optimize, each a named entry
   assert all(callable(fn) for _, fn in lower.PASSES)
+  with pytest.raises(KeyError, match="no lowering pass 'optimize'"): lower.passes(last='optimize')
 
 def test_the_same_program_renders_the_same_source(cpu):
   f = lambda x: jnp.tanh(x) @ x.T + x.sum()
@@ -152,9 +156,22 @@ def test_eager_programs_are_cached_by_structure_not_by_values(cpu):
   assert launched == [0, 1, 1]                # interpreted the first time, compiled from the second time on
   np.testing.assert_allclose(out, np.sin(np.arange(5)) * 7.25 + 0.25, rtol=1e-6)
 
+def test_eager_realization_runs_the_passes_of_the_one_list(cpu, monkeypatch):
+  """Eager values are simplified by the `simplify` entry of PASSES (a slice of the list), not by a call of its own."""
+  runs = []
+  def simplify(st):
+    runs.append([r.op for r in st.outs])
+    return lower.do_simplify(st)
+  monkeypatch.setattr(lower, 'PASSES', [('simplify', simplify)] + lower.PASSES[1:])
+  x = jnp.asarray(np.arange(4, dtype=np.float32))
+  with tinyjx.Context(TINYJX_DEVICE='CPU', TINYJX_EAGER_COMPILE_MS=50):
+    out = np.asarray(jnp.cos(x) * 2.5 + 1.0)
+  assert runs and runs[0] == [Ops.ADD]
+  np.testing.assert_allclose(out, np.cos(np.arange(4)) * 2.5 + 1.0, rtol=1e-6, atol=1e-6)
+
 def test_docstring_examples_run(cpu):
   import doctest, importlib
-  names = ['symbolic', 'memory', 'schedule', 'index', 'optimize', 'render', 'runtime', 'steps']
+  names = ['symbolic', 'memory', 'schedule', 'index', 'optimize', 'optimize_gpu', 'render', 'runtime', 'steps']
   modules = [lower] + [importlib.import_module(f'tinyjx.devices.{n}') for n in ('cpu', 'diskcache', 'python')]
   for m in modules + [importlib.import_module(f'tinyjx.lower.{n}') for n in names]:
     assert doctest.testmod(m, optionflags=doctest.ELLIPSIS).failed == 0, m.__name__
@@ -205,12 +222,18 @@ def _matmul_kernel(name: str, m: int, n: int, ks: tuple, dt=F32, slot: int = 0):
   out = ab.reduce(Ops.ADD, tuple(range(2, 2 + len(ks))))
   return build_kernel(name, [out], {a: slot, b: slot + 1, out: slot + 2})
 
+def _optimized(kernel, **device):
+  """`kernel` after the optimize passes of the pipeline (as_matmul through estimate), for a loop-nest device with
+  the attributes `device`."""
+  import types
+  st = lower.Lowering(types.SimpleNamespace(kernel_shape='loops', **device), [], [], kernels=[kernel])
+  for _, fn in lower.passes('as_matmul', 'estimate'): st = fn(st)
+  return st.kernels[0]
+
 def _planned(kernel, vector_bytes: int):
   """The kernel optimized for a device of SIMD width `vector_bytes`, and its Matmul statement."""
-  import types
-  from tinyjx.lower.optimize import optimize
   from tinyjx.lower.index import Matmul
-  k = optimize(kernel, {}, types.SimpleNamespace(vector_bytes=vector_bytes))
+  k = _optimized(kernel, vector_bytes=vector_bytes)
   (mm,) = [s for s in k.body if isinstance(s, Matmul)]
   return k, mm
 
@@ -230,8 +253,7 @@ def test_the_matmul_plan_is_chosen_in_optimize_and_carried_on_the_statement(vect
     assert {f: getattr(mm.plan, f) for f in want} == want, (m, n, ks)
 
 def test_a_target_without_a_vector_width_gets_32_byte_tiles():
-  from tinyjx.lower.optimize import optimize
-  (mm,) = optimize(_matmul_kernel("k0", 96, 130, (70,)), {}).body
+  (mm,) = _optimized(_matmul_kernel("k0", 96, 130, (70,))).body
   assert (mm.plan.mr, mm.plan.nr, mm.plan.vector_bytes) == (12, 16, 32)
 
 def test_matmul_plans_of_both_vector_widths_compile_into_one_unit_and_match_numpy(cpu):

@@ -16,8 +16,7 @@ from tinyjx.lower.index import build_kernel
 from tinyjx.lower.dialects import RENDERERS, CL_PRELUDE, CUDA_PRELUDE
 from tinyjx.lower.prelude import C_PRELUDE
 
-# as in test_ad_coverage: NOOP is kernel-level, but NOOP(x, 'stop_gradient') is lax.stop_gradient at array level
-ARRAY_LEVEL = (set(Ops) - GroupOp.Kernel) | {Ops.NOOP}
+ARRAY_LEVEL = set(Ops) - GroupOp.Kernel
 # ops the reference interpreter evaluates without a rule: leaves have no sources, `_leaf` makes their values
 NO_PYTHON_RULE = {Ops.PARAM: "a leaf: bound by the caller's env", Ops.BUFFER: "a leaf: the buffer's own data",
                   Ops.CONST: "a leaf: np.full of its value", Ops.IOTA: "a leaf: an arange broadcast along its axis"}

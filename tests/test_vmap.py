@@ -252,11 +252,11 @@ def test_tag_keeps_its_id_and_wraps_the_batched_source():
   assert [t.arg for t in tags] == [tag] and tags[0].shape == (2, 3)
   np.testing.assert_allclose(np.asarray(out), (xs * 2.0).T)
 
-def test_noop_passes_through_keeping_arg():
+def test_stop_gradient_passes_through():
   x = UOp(Ops.PARAM, dtypes.float32, (), (0, (4, 3), fresh_id()))
-  per_example = UOp(Ops.NOOP, dtypes.float32, (UOp(Ops.PARAM, dtypes.float32, (), (0, (3,), 7)),), 'stop')
-  new, bdim = batching.batch_rules[Ops.NOOP](per_example, [x], [0])
-  assert (new.op, new.arg, new.src, bdim) == (Ops.NOOP, 'stop', (x,), 0)
+  per_example = UOp(Ops.STOP_GRADIENT, dtypes.float32, (UOp(Ops.PARAM, dtypes.float32, (), (0, (3,), 7)),))
+  new, bdim = batching.batch_rules[Ops.STOP_GRADIENT](per_example, [x], [0])
+  assert (new.op, new.arg, new.src, bdim) == (Ops.STOP_GRADIENT, None, (x,), 0)
 
 class FakeOuts:
   """The arg of a stand-in multi-output node: output avals, hashable, as control-flow args are."""

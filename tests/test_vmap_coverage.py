@@ -12,8 +12,8 @@ ALLOWED_MISSING = {
   Ops.BUFFER: "a leaf: a concrete value closed over by the function, the same for every example",
   Ops.CONST: "a leaf: a filled constant, the same for every example",
   Ops.IOTA: "a leaf: an index ramp that depends only on its static shape",
-  # kernel-level ops exist only after lowering, below every transform; NOOP (stop_gradient) is the exception
-  **{op: "kernel level: created by the lowering, after every transform has run" for op in GroupOp.Kernel - {Ops.NOOP}},
+  # kernel-level ops exist only after lowering, below every transform
+  **{op: "kernel level: created by the lowering, after every transform has run" for op in GroupOp.Kernel},
 }
 
 def test_ops_without_batch_rule_are_exactly_the_allow_list():
@@ -25,5 +25,5 @@ def test_ops_without_batch_rule_are_exactly_the_allow_list():
 
 def test_every_array_level_op_of_the_core_has_a_rule():
   core = (GroupOp.Elementwise | GroupOp.Movement | GroupOp.Reduce |
-          {Ops.DOT_GENERAL, Ops.GATHER, Ops.SCATTER, Ops.ARGSORT, Ops.TAG, Ops.GETITEM, Ops.NOOP})
+          {Ops.DOT_GENERAL, Ops.GATHER, Ops.SCATTER, Ops.ARGSORT, Ops.TAG, Ops.GETITEM, Ops.STOP_GRADIENT})
   assert core <= set(batch_rules)

@@ -29,6 +29,8 @@ class Ops(enum.Enum):
   PARAM = enum.auto(); BUFFER = enum.auto(); CONST = enum.auto(); IOTA = enum.auto()
   # identity with a unique arg: marks a differentiated input of grad/vjp/jvp (arg = tag id)
   TAG = enum.auto()
+  # identity on values with a zero derivative (lax.stop_gradient); the lowering drops it
+  STOP_GRADIENT = enum.auto()
   # unary ALU
   NEG = enum.auto(); NOT = enum.auto(); EXP = enum.auto(); LOG = enum.auto(); EXPM1 = enum.auto()
   LOG1P = enum.auto(); SIN = enum.auto(); COS = enum.auto(); TAN = enum.auto(); ASIN = enum.auto()
@@ -64,10 +66,10 @@ class Ops(enum.Enum):
   # collectives (arg starts with the axis name)
   PSUM = enum.auto(); PMAX = enum.auto(); PMIN = enum.auto(); ALL_GATHER = enum.auto(); PPERMUTE = enum.auto()
   ALL_TO_ALL = enum.auto(); PSUM_SCATTER = enum.auto(); AXIS_INDEX = enum.auto()
-  # kernel level, only after lowering (tinyjx/lower owns their meaning)
-  SINK = enum.auto(); KERNEL = enum.auto(); DEFINE_GLOBAL = enum.auto(); DEFINE_ACC = enum.auto()
-  RANGE = enum.auto(); ENDRANGE = enum.auto(); INDEX = enum.auto(); LOAD = enum.auto(); STORE = enum.auto()
-  ASSIGN = enum.auto(); SPECIAL = enum.auto(); VECTORIZE = enum.auto(); GEP = enum.auto(); NOOP = enum.auto()
+  # kernel level, only after lowering: leaves and loads of the scalar expressions in kernel statements (the statements
+  # are the dataclasses of tinyjx/lower/index.py, which owns their meaning)
+  DEFINE_GLOBAL = enum.auto(); DEFINE_ACC = enum.auto(); RANGE = enum.auto(); INDEX = enum.auto(); LOAD = enum.auto()
+  SPECIAL = enum.auto()
 
   def __repr__(self): return f"Ops.{self.name}"
 
@@ -87,8 +89,7 @@ class GroupOp:
   MultiOutput = {Ops.COND, Ops.WHILE, Ops.SCAN, Ops.CUSTOM_JVP, Ops.CUSTOM_VJP, Ops.CHECKPOINT}
   Collective = {Ops.PSUM, Ops.PMAX, Ops.PMIN, Ops.ALL_GATHER, Ops.PPERMUTE, Ops.ALL_TO_ALL, Ops.PSUM_SCATTER,
                 Ops.AXIS_INDEX}
-  Kernel = {Ops.SINK, Ops.KERNEL, Ops.DEFINE_GLOBAL, Ops.DEFINE_ACC, Ops.RANGE, Ops.ENDRANGE, Ops.INDEX, Ops.LOAD,
-            Ops.STORE, Ops.ASSIGN, Ops.SPECIAL, Ops.VECTORIZE, Ops.GEP, Ops.NOOP}
+  Kernel = {Ops.DEFINE_GLOBAL, Ops.DEFINE_ACC, Ops.RANGE, Ops.INDEX, Ops.LOAD, Ops.SPECIAL}
   Commutative = {Ops.ADD, Ops.MUL, Ops.MAX, Ops.MIN, Ops.AND, Ops.OR, Ops.XOR, Ops.CMPEQ, Ops.CMPNE}
   # ops whose output is integral or boolean whatever the input: no gradient flows through them
   NonDifferentiable = Comparison | {Ops.NOT, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.SIGN, Ops.FLOOR,
@@ -407,7 +408,7 @@ shape_rules: dict[Ops, Callable[[UOp], tuple]] = {
   Ops.ALL_GATHER: _all_gather_rule, Ops.PSUM_SCATTER: _psum_scatter_rule, Ops.ALL_TO_ALL: _all_to_all_rule,
   Ops.AXIS_INDEX: lambda u: (),
   **{op: _leaf_shape for op in GroupOp.Leaf},
-  Ops.TAG: lambda u: u.src[0].shape,
+  Ops.TAG: lambda u: u.src[0].shape, Ops.STOP_GRADIENT: lambda u: u.src[0].shape,
   **{op: _same_shape for op in GroupOp.Elementwise},
   Ops.REDUCE: _reduce_rule,
   Ops.CUMULATIVE: lambda u: u.src[0].shape,
@@ -424,7 +425,6 @@ shape_rules: dict[Ops, Callable[[UOp], tuple]] = {
   Ops.DEBUG_CALLBACK: lambda u: (),
   Ops.GETITEM: _getitem_rule,
   **{op: (lambda u: ()) for op in GroupOp.Kernel},   # kernel-level nodes are scalars
-  Ops.NOOP: lambda u: u.src[0].shape if u.src else (),   # at array level NOOP(x, 'stop_gradient') is an identity
 }
 
 def normalize_axis(axis: int, ndim: int, name: str = "axis") -> int:

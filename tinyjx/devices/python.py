@@ -227,7 +227,7 @@ python_rules: dict = {
   Ops.DOT_GENERAL: lambda n, a, b: dot_general_value(a, b, n.arg, n.dtype),
   Ops.GATHER: _gather, Ops.SCATTER: _scatter, Ops.ARGSORT: _argsort,
   Ops.GETITEM: lambda n, tup: tup[n.arg],
-  Ops.NOOP: lambda n, x: x,   # stop_gradient: an identity on values
+  Ops.STOP_GRADIENT: lambda n, x: x,   # an identity on values
   **{op: (lambda n, *vals: _call(n.arg.jaxpr, vals)) for op in (Ops.CUSTOM_JVP, Ops.CUSTOM_VJP, Ops.CHECKPOINT)},
 }
 

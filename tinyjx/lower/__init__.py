@@ -7,8 +7,9 @@ jaxpr equations each one fused, DEBUG=4 the generated source, DEBUG>=5 the state
 'file') hands each jitted program to `tinyjx.viz`, which watches the passes through `observer` (None otherwise).
 
 Eager realization goes through the same pipeline: `realize(device, roots)` (registered with the device layer,
-with `compile_jaxpr`, by `devices.register_pipeline` at the bottom of this file) turns the BUFFER leaves of a concrete graph into parameters and lifts its
-scalar constants into parameters too, so a program is compiled once per graph *structure* (not per
+with `compile_jaxpr`, by `devices.register_pipeline` at the bottom of this file) runs the passes through
+`simplify` (`passes(last='simplify')`), then turns the BUFFER leaves of the concrete graph into parameters and
+lifts its scalar constants into parameters too, so a program is compiled once per graph *structure* (not per
 buffer or per Python scalar) and cached in memory by that structure's key; the disk cache below it
 makes a new process skip the compiler. Eager execution is tiered like a JIT: a C compiler call costs about
 0.1 s, more than most one-off eager computations, so a structure runs on the reference interpreter until it
@@ -19,18 +20,19 @@ which the differential tests check (up to the rounding of sums and transcendenta
 """
 from __future__ import annotations
 import math, threading, time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 import numpy as np
 from tinyjx import settings as config, array, devices
+from tinyjx.memo import LRU
 from tinyjx.uop import UOp, Ops, toposort, substitute, prim_name
 from tinyjx.rewrite import graph_rewrite
 from tinyjx.lower.simplify import pm_simplify, pm_decompose, fold_permutes
 from tinyjx.lower.schedule import schedule, KernelItem
 from tinyjx.lower.index import build_kernel, NeedsBuffer
 from tinyjx.lower.memory import plan
-from tinyjx.lower.optimize import optimize
-from tinyjx.lower.optimize_gpu import optimize as optimize_gpu
+from tinyjx.lower.optimize import (is_matmul, as_matmul, as_column_reduction, split_reductions, stash_shared,
+                                   block_sums, mark_parallel, estimate)
+from tinyjx.lower.optimize_gpu import as_grid
 from tinyjx.lower.dialects import RENDERERS
 from tinyjx.lower.runtime import Executable, Slot, KernelCall, InterpretedStep, step_rules
 from tinyjx.lower import steps  # noqa: F401  (fills step_rules: control flow and collectives as runtime steps)
@@ -108,11 +110,20 @@ def assign_slots(st: Lowering) -> None:
 def _kernel_label(n: UOp) -> str:
   return prim_name(n).replace('convert_element_type', 'cast')
 
-def do_optimize(st: Lowering) -> Lowering:
-  """The device's kernel shape decides the heuristics: CPU loop nests (optimize.py) or a GPU grid (optimize_gpu.py)."""
+def on_kernels(rewrite, shape: str = 'loops'):
+  """The pass that runs `rewrite(kernel, device)` (in place) on each kernel of a device of kernel shape `shape`:
+  a CPU loop nest (optimize.py; kernels `as_matmul` made a Matmul are left alone) or a GPU grid (optimize_gpu.py)."""
+  def run(st: Lowering) -> Lowering:
+    if st.device.kernel_shape != shape: return st
+    for k in st.kernels:
+      if shape != 'loops' or not is_matmul(k): rewrite(k, st.device)
+    return st
+  run.__name__ = run.__qualname__ = rewrite.__name__
+  return run
+
+def do_estimate(st: Lowering) -> Lowering:
   sizes = {i: s.nbytes for i, s in enumerate(st.slots)}
-  shape_it = optimize_gpu if st.device.kernel_shape == 'grid' else optimize
-  st.kernels = [shape_it(k, sizes, st.device) for k in st.kernels]
+  for k in st.kernels: estimate(k, sizes)
   return st
 
 def do_steps_and_memory(st: Lowering) -> Lowering:
@@ -160,13 +171,33 @@ PASSES = [
   ("simplify", do_simplify),            # constant folding and exact identities: less work for every later pass
   ("decompose", do_decompose),          # dot_general and float16/bfloat16 math into ops the renderer runs natively
   ("schedule+index", do_schedule_and_index),  # which nodes get buffers; each kernel as loops over index arithmetic
-  ("optimize", do_optimize),            # parallel loops, matmul tiling, work estimates
+  # optimize: speed, never results (but block_sums, for accuracy); on a CPU (loop nests) or a GPU (grids)
+  ("as_matmul", on_kernels(as_matmul)),  # CPU: a big sum of products runs as packed panels and register tiles
+  ("as_column_reduction", on_kernels(as_column_reduction)),  # CPU: x.sum(0) keeps a row of sums, so it vectorizes
+  ("split_reductions", on_kernels(split_reductions)),  # CPU: a big full sum runs as parallel chunks (fixed in number)
+  ("stash_shared", on_kernels(stash_shared)),  # CPU: an exp two sibling loops both compute (softmax) is computed once
+  ("block_sums", on_kernels(block_sums)),  # CPU: float32 sums add float32 blocks into a double total, as PYTHON does
+  ("mark_parallel", on_kernels(mark_parallel)),  # CPU: the outermost independent loop with enough work gets threads
+  ("grid", on_kernels(as_grid, 'grid')),  # GPU: the outer independent loops become the grid of work items
+  ("estimate", do_estimate),            # each kernel's flops and bytes, for DEBUG=2, the counters and VIZ
   ("memory", do_steps_and_memory),      # kernels grouped into foreign calls; intermediates share an arena
   ("render", do_render),                # one C translation unit for the whole program
   ("compile", do_compile),              # the device's toolchain (for CPU the system C compiler), through its disk cache
 ]
 
 viz_compile = None   # tinyjx.viz.compile_recorded, registered by tinyjx.viz when it is imported
+def passes(first: str | None = None, last: str | None = None) -> list:
+  """The entries of PASSES from the one named `first` through the one named `last` (by default from the first,
+  through the last): a part of the pipeline is always a slice of the one list.
+
+  >>> [name for name, _ in passes('block_sums', 'estimate')]
+  ['block_sums', 'mark_parallel', 'grid', 'estimate']
+  """
+  names = [name for name, _ in PASSES]
+  for n in (first, last):
+    if n is not None and n not in names: raise KeyError(f"no lowering pass {n!r}; the passes are {names}")
+  return PASSES[names.index(first) if first else 0:names.index(last) + 1 if last else len(PASSES)]
+
 observer = None   # tinyjx.viz's recorder while it records a lowering: told .pass_start(name), .pass_done(name, st)
 
 def lower(device, params: list, outs: list) -> Lowering:
@@ -227,10 +258,10 @@ def _describe(st: Lowering) -> str:
 
 # --- eager realization ---
 KEEP_CONSTS = {0, 1, -1, 2, 0.5}
-_eager: 'OrderedDict[tuple, Executable]' = OrderedDict()
-_seen: 'OrderedDict[tuple, float]' = OrderedDict()   # seconds each not yet compiled structure spent interpreted
 EAGER_CACHE_SIZE = 2048
-_eager_lock = threading.Lock()
+_eager = LRU(EAGER_CACHE_SIZE)       # structure key -> Executable
+_seen = LRU(4 * EAGER_CACHE_SIZE)    # structure key -> seconds it spent interpreted, while not compiled
+_eager_lock = threading.Lock()       # guards both
 
 def _liftable(n: UOp) -> bool:
   v = n.arg[0]
@@ -251,27 +282,24 @@ def normalize(roots: list, device) -> tuple[list, list, list]:
 
 def realize(device, roots: list) -> list:
   """Compute the concrete graphs `roots` on a compiled device (see the module doc); returns one Buffer each."""
-  roots = list(graph_rewrite(roots, pm_simplify, name="simplify"))
-  params, outs, bufs = normalize(roots, device)
+  st = Lowering(device, [], list(roots))
+  for _, fn in passes(last='simplify'): st = fn(st)   # folded first, so only the scalars left are lifted to inputs
+  params, outs, bufs = normalize(st.roots, device)
   key = (device.name, config.get('JAX_ENABLE_X64')) + tuple(o.key for o in outs)
   with _eager_lock:
     exe = _eager.get(key)
-    if exe is not None: _eager.move_to_end(key)
     spent = _seen.get(key, 0.0)
   if exe is None and spent * 1000 < config.get('TINYJX_EAGER_COMPILE_MS'):
     start = time.perf_counter()
     out = interpret(device, params, outs, bufs)
-    with _eager_lock:
-      _seen[key] = _seen.pop(key, 0.0) + time.perf_counter() - start
-      if len(_seen) > 4 * EAGER_CACHE_SIZE: _seen.popitem(last=False)
+    with _eager_lock: _seen.put(key, _seen.get(key, 0.0) + time.perf_counter() - start)
     return out
   if exe is None:
     from tinyjx.tracing import Jaxpr
     exe = device.compile_jaxpr(Jaxpr(params, outs, name="eager"))
     with _eager_lock:
-      _seen.pop(key, None)
-      _eager[key] = exe
-      if len(_eager) > EAGER_CACHE_SIZE: _eager.popitem(last=False)
+      _seen.pop(key)
+      _eager.put(key, exe)
   return exe.run(bufs)
 
 def interpret(device, params: list, outs: list, bufs: list) -> list:

@@ -1,6 +1,8 @@
 """optimize: per-kernel rewrites of the statement tree that change speed, never results (but see `block_sums`).
 
-In order, for each kernel:
+Each rewrite is `name(kernel, device)` and changes the kernel in place. Each is a named pass of
+`tinyjx.lower.PASSES`, which alone knows their order and runs them on every kernel of a loop-nest device
+(`kernel_shape == 'loops'`; GPU grids are optimize_gpu.py), skipping the kernels `as_matmul` made a `Matmul`:
 - `as_matmul`: a sum of products whose operands each miss some output axis (a matmul, a batched matmul,
   `(a[:, None, :] * b.T[None]).sum(-1)`) becomes a `Matmul`: both operands are packed into panels (evaluating
   whatever elementwise producers were fused into them), a register-blocked micro-kernel multiplies the
@@ -17,7 +19,8 @@ In order, for each kernel:
   most BLOCK elements (COLUMN_BLOCK rows for a column sum) into a total the renderer keeps in double, so sums are
   as accurate as the PYTHON device's (which sums float32 in float64) whatever their length and layout;
 - `mark_parallel`: the outermost independent loop with enough work runs on all threads (OpenMP);
-- work estimates (flops, bytes) for DEBUG=2 and the counters.
+- `estimate(kernel, slot_bytes)`, a pass on every device: work estimates (flops, bytes) for DEBUG=2, the counters
+  and VIZ.
 Loops marked `serial` (reductions, scatters with duplicate indices) are never run in parallel.
 """
 from __future__ import annotations
@@ -56,7 +59,8 @@ def work(stmts: list, trips: int = 1) -> int:
     elif hasattr(s, 'work'): total += trips * s.work
   return total
 
-def mark_parallel(k: Kernel) -> None:
+def mark_parallel(k: Kernel, device=None) -> None:
+  """The outermost independent loops with enough work run on all threads, unless some top-level loop already does."""
   if any(isinstance(s, Loop) and s.parallel for s in k.body): return
   for s in k.body:
     if isinstance(s, Loop) and not s.serial and s.size > 1 and work([s]) >= PARALLEL_WORK: s.parallel = True
@@ -109,8 +113,28 @@ def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int) ->
   split = -(-panel_rows // 32) < 4 and chunks >= 4 * SPLIT_GROUPS
   return MatmulPlan(MICRO_ROWS, nr, vector_bytes, x_panels, True, per, chunks, SPLIT_GROUPS if split else 0)
 
-def as_matmul(k: Kernel, vector_bytes: int = 32):
-  """The kernel as nested batch loops around a `Matmul`, if it is a big enough sum of products; else None."""
+def is_matmul(k: Kernel) -> bool:
+  """The kernel is batch loops around one `Matmul` (as_matmul made it): the other loop rewrites leave it alone."""
+  _, inner = _perfect_nest(k.body)
+  return len(inner) == 1 and isinstance(inner[0], Matmul)
+
+def as_matmul(k: Kernel, device=None) -> None:
+  """The kernel as nested batch loops around a `Matmul`, if it is a big enough sum of products (tiles for the
+  device's `vector_bytes`, 32 if it has none).
+
+  >>> from tinyjx.lower.index import build_kernel
+  >>> a, b = (UOp(Ops.PARAM, dtypes.float32, (), (i, (64, 64), 0)) for i in range(2))
+  >>> ab = UOp(Ops.MUL, dtypes.float32, (a.reshape((64, 1, 64)).expand((64, 64, 64)),
+  ...                                      b.permute((1, 0)).reshape((1, 64, 64)).expand((64, 64, 64))))
+  >>> out = ab.reduce(Ops.ADD, (2,))
+  >>> k = build_kernel("k0", [out], {a: 0, b: 1, out: 2})
+  >>> as_matmul(k); type(k.body[0]).__name__, is_matmul(k)
+  ('Matmul', True)
+  """
+  if (stmts := _matmul_nest(k, getattr(device, 'vector_bytes', 32))) is not None: k.body = stmts
+
+def _matmul_nest(k: Kernel, vector_bytes: int):
+  """The statements of `as_matmul`, or None where the kernel is no big enough sum of products."""
   loops, inner = _perfect_nest(k.body)
   if not _is_reduce_then_store(inner): return None
   acc, store = inner[0].acc, inner[2]
@@ -156,9 +180,13 @@ def _strided_inner(value: UOp, j: UOp, r: UOp) -> bool:
     if terms.get(j) == 1 and terms.get(r, 0) not in (0, 1): return True
   return False
 
-def as_column_reduction(k: Kernel):
+def as_column_reduction(k: Kernel, device=None) -> None:
   """A reduction whose input is contiguous along an output axis (a sum over rows, `x.sum(0)`) keeps a tile of
   accumulators along that axis, so the innermost loop reads memory in order and vectorizes."""
+  if (stmts := _column_nest(k)) is not None: k.body = stmts
+
+def _column_nest(k: Kernel):
+  """The statements of `as_column_reduction`, or None where the kernel is no such reduction."""
   loops, inner = _perfect_nest(k.body)
   if not loops or not _is_reduce_then_store(inner): return None
   acc, store = inner[0].acc, inner[2]
@@ -190,7 +218,7 @@ def _max_acc(stmts: list) -> int:
     if isinstance(s, Loop): out = max(out, _max_acc(s.body))
   return out
 
-def split_reductions(k: Kernel) -> None:
+def split_reductions(k: Kernel, device=None) -> None:
   """A big reduction at the top of a kernel (a full sum) runs as a parallel loop over a fixed number of chunks,
   each with its own partial result, combined in order afterwards: the result does not depend on the thread
   count, and every chunk's inner loop still vectorizes."""
@@ -227,14 +255,16 @@ def _declared_just_before(stmts: list, i: int, acc: UOp, size: int) -> bool:
   """stmts[i] is the whole of `acc`'s reduction: the statement before it declares `acc` (of `size` elements)."""
   return i > 0 and isinstance(stmts[i - 1], Decl) and stmts[i - 1].acc is acc and stmts[i - 1].size == size
 
-def block_sums(stmts: list, k: Kernel) -> None:
+def block_sums(k: Kernel, device=None, stmts: list | None = None) -> None:
   """The innermost loop of a float32 sum adds at most BLOCK elements into a float32 partial (full-width vector
   adds); partials join the sum's total, which the renderer keeps in double (`wide_sums`). A sum is then as
-  accurate as a pairwise one at the speed of a float32 loop. A sum of one short loop is its own partial."""
+  accurate as a pairwise one at the speed of a float32 loop. A sum of one short loop is its own partial.
+  `stmts` (default the kernel's body) is the statement list being walked."""
+  stmts = k.body if stmts is None else stmts
   for i, s in enumerate(stmts):
     if not isinstance(s, Loop): continue
     if (acc := _column_sum(s)) is not None: _block_columns(stmts, i, acc, k)
-    elif not _float_sum_loop(s): block_sums(s.body, k)
+    elif not _float_sum_loop(s): block_sums(k, device, s.body)
     elif s.size <= BLOCK and _declared_just_before(stmts, i, s.acc, 0): k.narrow_sums.add(s.acc)
     else: stmts[i:i + 1] = _blocked(s, k)
 
@@ -298,11 +328,13 @@ def _values(loop: Loop) -> list:
 def _reads_outputs(u: UOp, k: Kernel) -> bool:
   return any(n.op is Ops.LOAD and n.src[0].arg in k.outs for n in toposort([u]))
 
-def stash_shared(stmts: list, k: Kernel) -> None:
+def stash_shared(k: Kernel, device=None, stmts: list | None = None) -> None:
   """Two sibling loops over the same range that compute the same expensive expression (softmax's exp, in the
-  sum and again in the store) compute it once: the first loop keeps it in a local array the second one reads."""
+  sum and again in the store) compute it once: the first loop keeps it in a local array the second one reads.
+  `stmts` (default the kernel's body) is the statement list being walked."""
+  stmts = k.body if stmts is None else stmts
   for s in stmts:
-    if isinstance(s, Loop): stash_shared(s.body, k)
+    if isinstance(s, Loop): stash_shared(k, device, s.body)
   loops = [s for s in stmts if isinstance(s, Loop) and not any(isinstance(b, Loop) for b in s.body)]
   for i, a in enumerate(loops):
     if a.size > MAX_STASH: continue
@@ -323,24 +355,7 @@ def _stash(a: Loop, b: Loop, stmts: list, k: Kernel, stashed: dict) -> None:
     for st in b.body:
       if isinstance(st, (Update, Store, Assign)): st.value = _rewrite(st.value, use)
 
-def optimize(k: Kernel, slot_bytes: dict, target=None) -> Kernel:
-  """Speed decisions for one kernel (in place); also fills in its flops and bytes.
-
-  >>> from tinyjx.lower.index import build_kernel
-  >>> a, b = (UOp(Ops.PARAM, dtypes.float32, (), (i, (64, 64), 0)) for i in range(2))
-  >>> ab = UOp(Ops.MUL, dtypes.float32, (a.reshape((64, 1, 64)).expand((64, 64, 64)),
-  ...                                      b.permute((1, 0)).reshape((1, 64, 64)).expand((64, 64, 64))))
-  >>> out = ab.reduce(Ops.ADD, (2,))
-  >>> type(optimize(build_kernel("k0", [out], {a: 0, b: 1, out: 2}), {}).body[0]).__name__
-  'Matmul'
-  """
+def estimate(k: Kernel, slot_bytes: dict) -> None:
+  """The kernel's work estimates (any device): the bytes of the buffers it touches, its operations."""
   k.nbytes = sum(slot_bytes.get(g.arg, 0) for g in k.args)
-  if (mm := as_matmul(k, getattr(target, 'vector_bytes', 32))) is not None: k.body = mm
-  else:
-    if (col := as_column_reduction(k)) is not None: k.body = col
-    split_reductions(k)
-    stash_shared(k.body, k)
-    block_sums(k.body, k)
-    mark_parallel(k)
   k.flops = work(k.body)
-  return k

@@ -9,7 +9,6 @@ loop is dimension 0, so neighbouring work items touch neighbouring memory. `k.gl
 """
 from __future__ import annotations
 from tinyjx.lower.index import Loop, Kernel
-from tinyjx.lower.optimize import work
 
 MAX_DIMS = 3
 
@@ -21,19 +20,17 @@ def grid_loops(stmts: list) -> list:
     stmts = stmts[0].body
   return loops
 
-def optimize(k: Kernel, slot_bytes: dict, target=None) -> Kernel:
-  """The grid of kernel `k` (in place); also fills in its flops and bytes.
+def as_grid(k: Kernel, device=None) -> None:
+  """The grid of kernel `k` (in place): `k.grid` and `k.global_size`. A pass of `tinyjx.lower.PASSES` (`grid`).
 
   >>> from tinyjx import dtypes
   >>> from tinyjx.uop import UOp, Ops
   >>> from tinyjx.lower.index import build_kernel
   >>> x = UOp(Ops.PARAM, dtypes.float32, (), (0, (6, 4), 0))
   >>> y = UOp(Ops.EXP, dtypes.float32, (x,)).reduce(Ops.ADD, (1,))
-  >>> optimize(build_kernel("k0", [y], {x: 0, y: 1}), {}).global_size
+  >>> k = build_kernel("k0", [y], {x: 0, y: 1})
+  >>> as_grid(k); k.global_size
   (6,)
   """
-  k.nbytes = sum(slot_bytes.get(g.arg, 0) for g in k.args)
   k.grid = grid_loops(k.body)
   k.global_size = tuple(l.size for l in reversed(k.grid)) or (1,)
-  k.flops = work(k.body)
-  return k

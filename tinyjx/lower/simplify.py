@@ -77,7 +77,7 @@ def inline_call(call: UOp, g: UOp) -> UOp:
 
 x, c = UPat.var('x'), UPat.cvar('c')
 pm_simplify = PatternMatcher([
-  (UPat((Ops.TAG, Ops.NOOP), src=(x,)), lambda x: x),
+  (UPat((Ops.TAG, Ops.STOP_GRADIENT), src=(x,)), lambda x: x),
   (UPat(Ops.GETITEM, src=(UPat((Ops.CUSTOM_JVP, Ops.CUSTOM_VJP, Ops.CHECKPOINT), name='call'),), name='g'),
    inline_call),
   (UPat(GroupOp.Elementwise - {Ops.BITCAST}, name='x'), fold),

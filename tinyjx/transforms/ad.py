@@ -21,10 +21,11 @@ Ops whose derivative JAX defines as the derivative of a composition (reduce_prod
 differentiate the same composition here (`decomposed_vjp`/`decomposed_jvp`), so values, zeros and ties match JAX.
 """
 from __future__ import annotations
-import collections, functools, math
+import functools, math
 from tinyjx import array as array_module, dtypes, tree_util, tracing, uop as uop_module
 from tinyjx.array import Array, realize_uops
 from tinyjx.tracing import Jaxpr
+from tinyjx.memo import LRU
 from tinyjx.uop import UOp, Ops, GroupOp, substitute, fresh_id, out_avals
 
 # ---------------------------------------------------------------- small UOp arithmetic for rules
@@ -420,7 +421,7 @@ def getitem_jvp(node, ts):
   return ts[0][node.arg] if ts[0] is not None else None
 
 vjp_rules: dict = {
-  **{op: no_vjp for op in GroupOp.NonDifferentiable | GroupOp.Leaf | {Ops.NOOP}},
+  **{op: no_vjp for op in GroupOp.NonDifferentiable | GroupOp.Leaf | {Ops.STOP_GRADIENT}},
   **{op: unary_vjp for op in UNARY_DERIVATIVES},
   **{op: binary_vjp for op in BINARY_DERIVATIVES},
   **{op: rule for op, rule in MOVEMENT_VJPS.items()},
@@ -429,7 +430,7 @@ vjp_rules: dict = {
   Ops.GATHER: gather_vjp, Ops.SCATTER: scatter_vjp, Ops.GETITEM: getitem_vjp,
 }
 jvp_rules: dict = {
-  **{op: no_jvp for op in GroupOp.NonDifferentiable | GroupOp.Leaf | {Ops.NOOP}},
+  **{op: no_jvp for op in GroupOp.NonDifferentiable | GroupOp.Leaf | {Ops.STOP_GRADIENT}},
   **{op: unary_jvp for op in UNARY_DERIVATIVES},
   **{op: binary_jvp for op in BINARY_DERIVATIVES},
   **{op: linear_jvp for op in GroupOp.Movement},
@@ -527,20 +528,13 @@ def untag(uops, tags) -> list:
 
 # ---------------------------------------------------------------- transformed jaxprs, memoized by content
 
-_jaxpr_cache: collections.OrderedDict = collections.OrderedDict()
 JAXPR_CACHE_SIZE = 256
-jaxpr_cache_stats = {'hits': 0, 'misses': 0}
+_jaxpr_cache = LRU(JAXPR_CACHE_SIZE)
+jaxpr_cache_stats = _jaxpr_cache.stats
 
 def memoized(kind: str, jaxpr: Jaxpr, masks: tuple, build):
-  key = (kind, jaxpr.key, masks)
-  if key in _jaxpr_cache and uop_module.watcher is None:   # while provenance records, build again: fresh sites
-    jaxpr_cache_stats['hits'] += 1
-    _jaxpr_cache.move_to_end(key)
-    return _jaxpr_cache[key]
-  jaxpr_cache_stats['misses'] += 1
-  out = _jaxpr_cache[key] = build()
-  if len(_jaxpr_cache) > JAXPR_CACHE_SIZE: _jaxpr_cache.popitem(last=False)
-  return out
+  reuse = uop_module.watcher is None   # while provenance records, build again: fresh sites
+  return _jaxpr_cache.memo((kind, jaxpr.key, masks), build, reuse)
 
 def vjp_jaxpr(jaxpr: Jaxpr, wrt: tuple, ct_mask: tuple) -> Jaxpr:
   """The reverse-mode jaxpr of `jaxpr`: inputs are jaxpr's inputs then one cotangent per output where
@@ -891,8 +885,8 @@ def hessian(fun, argnums=0, has_aux=False, holomorphic=False):
 # ---------------------------------------------------------------- stop_gradient
 
 def stop_gradient(x):
-  """The identity on values, with zero derivative: `NOOP(x, arg='stop_gradient')`, which both rule tables
-  map to no gradient. Works on pytrees; integer leaves pass through unchanged.
+  """The identity on values, with zero derivative: `STOP_GRADIENT(x)`, which both rule tables map to no
+  gradient. Works on pytrees; integer leaves pass through unchanged.
 
   >>> import tinyjx, tinyjx.numpy as jnp
   >>> from tinyjx import lax
@@ -902,6 +896,6 @@ def stop_gradient(x):
   def stop(leaf):
     a = as_array(leaf, "stop_gradient argument")
     if not is_float(a.dtype) or (a.uop.is_concrete and 'TAG' not in a.uop.flags): return a
-    return Array(UOp(Ops.NOOP, a.dtype, (a.uop,), 'stop_gradient'), a.weak)
+    return Array(UOp(Ops.STOP_GRADIENT, a.dtype, (a.uop,)), a.weak)
   return tree_util.tree_map(stop, x)
 

@@ -27,10 +27,11 @@ and only mapped values are traced (branching on one raises ConcretizationError, 
 `jnp.where` or `lax.cond`).
 """
 from __future__ import annotations
-import collections, contextlib, functools, operator
+import contextlib, functools, operator
 import numpy as np
 from tinyjx import tree_util, tracing, uop as uop_module
 from tinyjx.array import Array, api   # api: tinyjx.numpy, registered with the array layer
+from tinyjx.memo import LRU
 from tinyjx.uop import UOp, Ops, GroupOp, toposort, substitute, fresh_id
 
 # ---------------------------------------------------------------- axis context
@@ -99,7 +100,7 @@ def elementwise_batch(node, srcs, bdims):
   return node.replace(src=tuple(match_axis(s, b, d, size) for s, b in zip(srcs, bdims))), d
 
 def passthrough_batch(node, srcs, bdims):
-  """TAG and NOOP are identities: same arg (a TAG keeps its id, so grad still finds it), batched source."""
+  """TAG and STOP_GRADIENT are identities: same arg (a TAG keeps its id, so grad still finds it), batched source."""
   return node.replace(src=(srcs[0],)), bdims[0]
 
 def reduce_batch(node, srcs, bdims):
@@ -206,7 +207,7 @@ def getitem_batch(node, srcs, bdims):
 
 batch_rules: dict = {
   **{op: elementwise_batch for op in GroupOp.Elementwise},
-  Ops.TAG: passthrough_batch, Ops.NOOP: passthrough_batch,
+  Ops.TAG: passthrough_batch, Ops.STOP_GRADIENT: passthrough_batch,
   Ops.REDUCE: reduce_batch, Ops.CUMULATIVE: cumulative_batch, Ops.ARGSORT: argsort_batch,
   Ops.RESHAPE: reshape_batch, Ops.PERMUTE: permute_batch, Ops.EXPAND: expand_batch, Ops.PAD: pad_batch,
   Ops.SHRINK: shrink_batch, Ops.FLIP: flip_batch,
@@ -246,27 +247,21 @@ def batch_graph(outs, params, batched_params, in_dims) -> tuple[list, list]:
     else: env[node] = (node if tuple(srcs) == node.src else node.replace(src=tuple(srcs)), None)
   return [env[o][0] for o in outs], [env[o][1] for o in outs]
 
-_cache: collections.OrderedDict = collections.OrderedDict()
 CACHE_SIZE = 256
-cache_stats = {'hits': 0, 'misses': 0}
+_cache = LRU(CACHE_SIZE)
+cache_stats = _cache.stats
 
 def batch_jaxpr(jaxpr, in_dims: tuple, size: int) -> tuple[list, list, list]:
   """The batched graph of `jaxpr` over fresh PARAMs: (params, outs, out_bdims), memoized by content
   (jaxpr.key, in_dims, size and the active axes) so the same function is rewritten once. The outs start
   with the batched effects of `jaxpr` (`len(jaxpr.effects)` of them; their bdims say nothing)."""
-  key = (jaxpr.key, tuple(in_dims), size, tuple(axis_stack))
-  if key in _cache and uop_module.watcher is None:   # while provenance records, batch again: fresh sites
-    cache_stats['hits'] += 1
-    _cache.move_to_end(key)
-    return _cache[key]
-  cache_stats['misses'] += 1
-  tid = fresh_id()
-  params = [UOp(Ops.PARAM, p.dtype, (), (i, p.shape[:d] + (size,) + p.shape[d:], tid))
-            for i, (p, d) in enumerate(zip(jaxpr.params, in_dims))]
-  outs, out_bdims = batch_graph(jaxpr.roots, jaxpr.params, params, in_dims)
-  _cache[key] = (params, outs, out_bdims)
-  if len(_cache) > CACHE_SIZE: _cache.popitem(last=False)
-  return params, outs, out_bdims
+  def build():
+    tid = fresh_id()
+    params = [UOp(Ops.PARAM, p.dtype, (), (i, p.shape[:d] + (size,) + p.shape[d:], tid))
+              for i, (p, d) in enumerate(zip(jaxpr.params, in_dims))]
+    return (params, *batch_graph(jaxpr.roots, jaxpr.params, params, in_dims))
+  reuse = uop_module.watcher is None   # while provenance records, batch again: fresh sites
+  return _cache.memo((jaxpr.key, tuple(in_dims), size, tuple(axis_stack)), build, reuse)
 
 def batch_sub(jaxpr: Jaxpr, in_dims, size: int, force=None) -> tuple[Jaxpr, list]:
   """`jaxpr` with inputs batched at `in_dims` (None: unbatched); each batched output gets its batch axis at 0,

@@ -185,7 +185,7 @@ def _summary(name: str, st, before: int, after: int) -> tuple[str, str]:
   if name == 'schedule+index':
     tmp = sum(1 for s in st.slots if s.kind == 'tmp')
     return f"{len(st.items)} scheduled items, {len(st.kernels)} kernels, {tmp} intermediate buffers", kernel_report(st)
-  if name == 'optimize':
+  if name == 'estimate':
     return f"{st.flops} flops, {st.nbytes} bytes over {len(st.kernels)} kernels", kernel_report(st)
   if name == 'memory': return f"{len(st.steps)} runtime steps, an arena of {st.arena_bytes} bytes", ""
   if name == 'render': return f"{st.source.count(chr(10)) + 1} lines of source", ""
