@@ -17,7 +17,7 @@ from tinyjx.lax import window_view   # the sliding windows of a convolution, as 
 __all__ = ['conv', 'conv_transpose', 'max_pool', 'avg_pool', 'max_pool1d', 'max_pool2d', 'avg_pool1d', 'avg_pool2d',
            'dropout', 'batch_norm', 'layer_norm', 'rms_norm', 'group_norm', 'flatten', 'cross_entropy']
 
-def _tuple(v, n: int, name: str) -> tuple:
+def int_tuple(v, n: int, name: str) -> tuple:
   if isinstance(v, int): return (v,) * n
   v = tuple(v)
   if len(v) != n or not all(isinstance(i, int) for i in v):
@@ -80,7 +80,7 @@ def conv(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1)
   if c != cg * groups or o % groups:
     raise ValueError(f"conv: input channels {c} (shape {x.shape}) must equal weight.shape[1] * groups = "
                      f"{cg} * {groups}, and out channels {o} must be divisible by groups={groups}")
-  stride, dilation = _tuple(stride, n, 'stride'), _tuple(dilation, n, 'dilation')
+  stride, dilation = int_tuple(stride, n, 'stride'), int_tuple(dilation, n, 'dilation')
   x = _pad_spatial(x, _padding(padding, n, x.shape[2:], kernel, stride, dilation))
   out = _out_sizes(x.shape[2:], kernel, stride, dilation, 'conv', x.shape)
   y = _conv_op(kernel, stride, dilation, out, groups)(x, weight)
@@ -174,8 +174,8 @@ def conv_transpose(x, weight, bias=None, stride=1, padding=0, output_padding=0, 
     raise ValueError(f"conv_transpose: input {x.shape} and weight {weight.shape} do not fit; want input "
                      f"(N, C_in, *spatial) and weight (C_in, C_out / groups, *kernel) with C_in divisible by groups")
   kernel = tuple(weight.shape[2:])
-  stride, dilation = _tuple(stride, n, 'stride'), _tuple(dilation, n, 'dilation')
-  padding, output_padding = _tuple(padding, n, 'padding'), _tuple(output_padding, n, 'output_padding')
+  stride, dilation = int_tuple(stride, n, 'stride'), int_tuple(dilation, n, 'dilation')
+  padding, output_padding = int_tuple(padding, n, 'padding'), int_tuple(output_padding, n, 'output_padding')
   for op, s, d in zip(output_padding, stride, dilation):
     if op >= max(s, d): raise ValueError(f"conv_transpose: output_padding {output_padding} must be smaller than "
                                          f"stride {stride} or dilation {dilation}")
@@ -187,8 +187,8 @@ def conv_transpose(x, weight, bias=None, stride=1, padding=0, output_padding=0, 
 
 def _pool_args(x, kernel_size, stride, padding, n: int, what: str):
   if x.ndim < n + 1: raise ValueError(f"{what}: input of shape {x.shape} needs at least {n + 1} axes")
-  kernel = _tuple(kernel_size, n, 'kernel_size')
-  stride = kernel if stride is None else _tuple(stride, n, 'stride')
+  kernel = int_tuple(kernel_size, n, 'kernel_size')
+  stride = kernel if stride is None else int_tuple(stride, n, 'stride')
   pads = _padding(padding, n, x.shape[-n:], kernel, stride, (1,) * n)
   for (lo, hi), k in zip(pads, kernel):
     if lo > k // 2 or hi > k // 2:

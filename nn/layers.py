@@ -56,13 +56,13 @@ class _ConvNd(Module):
     if in_channels % groups or out_channels % groups:
       raise ValueError(f"{name}: in_channels {in_channels} and out_channels {out_channels} must both be divisible "
                        f"by groups={groups}")
-    kernel = F._tuple(kernel_size, n, 'kernel_size')
+    kernel = F.int_tuple(kernel_size, n, 'kernel_size')
     wkey, bkey = random.split(_need_key(key, name))
     shape = (out_channels, in_channels // groups) + kernel
     self.weight = init.kaiming_uniform()(wkey, shape, dtype)
     self.bias = _bias_or_none(bias, bkey, (out_channels,), 1 / math.sqrt(init.fans(shape)[0]), dtype)
     self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel
-    self.stride, self.dilation = F._tuple(stride, n, 'stride'), F._tuple(dilation, n, 'dilation')
+    self.stride, self.dilation = F.int_tuple(stride, n, 'stride'), F.int_tuple(dilation, n, 'dilation')
     self.padding, self.groups = padding if isinstance(padding, (str, int)) else tuple(padding), groups
 
   def __call__(self, x):
@@ -94,15 +94,15 @@ class ConvTranspose2d(Module):
     if in_channels % groups or out_channels % groups:
       raise ValueError(f"ConvTranspose2d: in_channels {in_channels} and out_channels {out_channels} must both be "
                        f"divisible by groups={groups}")
-    kernel = F._tuple(kernel_size, 2, 'kernel_size')
+    kernel = F.int_tuple(kernel_size, 2, 'kernel_size')
     wkey, bkey = random.split(_need_key(key, 'ConvTranspose2d'))
     shape = (in_channels, out_channels // groups) + kernel
     self.weight = init.kaiming_uniform()(wkey, shape, dtype)
     self.bias = _bias_or_none(bias, bkey, (out_channels,), 1 / math.sqrt(init.fans(shape)[0]), dtype)
     self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel
-    self.stride, self.padding = F._tuple(stride, 2, 'stride'), F._tuple(padding, 2, 'padding')
-    self.output_padding = F._tuple(output_padding, 2, 'output_padding')
-    self.dilation = F._tuple(dilation, 2, 'dilation')
+    self.stride, self.padding = F.int_tuple(stride, 2, 'stride'), F.int_tuple(padding, 2, 'padding')
+    self.output_padding = F.int_tuple(output_padding, 2, 'output_padding')
+    self.dilation = F.int_tuple(dilation, 2, 'dilation')
     self.groups = groups
 
   def __call__(self, x):

@@ -5,6 +5,8 @@ Imports are read with `ast` from every module of `tinyjx/` and `nn/`, at module 
 a module may import its own floor (as long as no circle forms) and any floor below. Two floors share a level
 and may not import each other: the graph transforms (rules on jaxprs) and the backend (lowering and devices).
 A lower floor that needs a higher one at run time gets a function registered with it, in one visible place.
+And no module uses another module's private names (`_x`, by `from m import _x` or `m._x`), except a package's
+own modules using its private members: what one module offers another is public.
 """
 import ast, os
 import pytest
@@ -15,8 +17,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLOORS = [
   (6, 'nn', ['nn']),
   (5, 'tools', ['tinyjx', 'tinyjx.explain', 'tinyjx.viz', 'tinyjx.debug', 'tinyjx.test_util', 'tinyjx.scipy',
-                'tinyjx.nn', 'tinyjx.nn_initializers']),
-  (4, 'api', ['tinyjx.numpy', 'tinyjx.lax', 'tinyjx.lax_primitives', 'tinyjx.lax_conv', 'tinyjx.lax_linalg', 'tinyjx.random',
+                'tinyjx.nn', 'tinyjx.nn.initializers']),
+  (4, 'api', ['tinyjx.numpy', 'tinyjx.lax', 'tinyjx.lax_primitives', 'tinyjx.lax_conv', 'tinyjx.lax.linalg', 'tinyjx.random',
               'tinyjx.collectives', 'tinyjx.devices_api', 'tinyjx.distributed', 'tinyjx.transforms.jit',
               'tinyjx.transforms.pmap']),
   (3, 'transforms', ['tinyjx.transforms']),
@@ -26,7 +28,8 @@ FLOORS = [
              'tinyjx.provenance', 'tinyjx.memo', 'tinyjx.tree_util', 'tinyjx.tree']),
 ]
 # what nn/ may use: tinyjx's public API, the modules a JAX user imports
-PUBLIC = {'tinyjx', 'tinyjx.numpy', 'tinyjx.lax', 'tinyjx.random', 'tinyjx.nn', 'tinyjx.tree_util', 'tinyjx.tree',
+PUBLIC = {'tinyjx', 'tinyjx.numpy', 'tinyjx.lax', 'tinyjx.lax.linalg', 'tinyjx.random', 'tinyjx.nn', 'tinyjx.nn.initializers',
+          'tinyjx.tree_util', 'tinyjx.tree',
           'tinyjx.scipy', 'tinyjx.debug', 'tinyjx.dtypes', 'tinyjx.test_util'}
 
 def module_files() -> dict:
@@ -54,6 +57,26 @@ def imports_of(mod: str, path: str, mods: dict) -> dict:
     for name in names:
       while name and name not in mods: name = name.rpartition('.')[0]
       if name and name != mod: out.setdefault(name, node.lineno)
+  return out
+
+def private_uses(mod: str, path: str, mods: dict) -> list:
+  """'mod:line uses owner._name' for each private name of another module of the house that `mod` reads."""
+  tree, out = ast.parse(open(path).read()), []
+  def foreign(owner: str) -> bool: return owner != mod and not mod.startswith(owner + '.')
+  aliases = {}   # local name -> module of the house it is bound to
+  for node in ast.walk(tree):
+    if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+      for a in node.names:
+        if f"{node.module}.{a.name}" in mods: aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+        elif a.name.startswith('_') and not a.name.startswith('__') and node.module in mods and foreign(node.module):
+          out.append(f"{mod}:{node.lineno} uses {node.module}.{a.name}")
+    elif isinstance(node, ast.Import):
+      for a in node.names:
+        if a.asname and a.name in mods: aliases[a.asname] = a.name
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Attribute) and node.attr.startswith('_') and not node.attr.startswith('__') \
+       and isinstance(node.value, ast.Name) and node.value.id in aliases and foreign(aliases[node.value.id]):
+      out.append(f"{mod}:{node.lineno} uses {aliases[node.value.id]}.{node.attr}")
   return out
 
 def floor_of(mod: str):
@@ -108,6 +131,20 @@ def test_no_import_circles():
 def test_no_import_runs_up_the_floors():
   bad = upward(import_graph())
   assert bad == [], "imports that run up the floors:\n" + "\n".join(bad)
+
+def test_no_private_name_is_used_across_modules():
+  mods = module_files()
+  bad = [u for m, p in mods.items() for u in private_uses(m, p, mods)]
+  assert bad == [], "private names used across modules (make them public or keep them home):\n" + "\n".join(bad)
+
+def test_the_private_name_check_catches_both_forms(tmp_path):
+  (tmp_path / 'm.py').write_text("from tinyjx.tracing import _helper\nfrom tinyjx import tracing as t\n"
+                                 "def f(): return t._other() + _helper()\n")
+  mods = {'tinyjx.tracing': '', 'tinyjx.explain': ''}
+  assert private_uses('tinyjx.explain', str(tmp_path / 'm.py'), mods) == [
+    "tinyjx.explain:1 uses tinyjx.tracing._helper", "tinyjx.explain:3 uses tinyjx.tracing._other"]
+  # a package's own modules may share its private members
+  assert private_uses('tinyjx.tracing.sub', str(tmp_path / 'm.py'), mods) == []
 
 def test_the_checks_catch_a_circle_and_an_upward_import():
   graph = {'tinyjx.uop': {'tinyjx.array': 1}, 'tinyjx.array': {'tinyjx.uop': 1},

@@ -13,7 +13,7 @@ import tinyjx.numpy as jnp
 from tinyjx import lax
 import tinyjx.scipy.linalg as sl
 from tinyjx.test_util import check_grads
-from tinyjx import lax_linalg
+from tinyjx.lax import linalg as lax_linalg
 from tinyjx.numpy import linalg_decomp
 
 pytestmark = pytest.mark.usefixtures('semantics_device')

@@ -147,7 +147,7 @@ def test_conv2d_random_configs(cin, cout, k, stride, pad, dilation, size):
 def _conv_by_ad(x, w, stride, padding, dilation, groups):
   """The convolution with every derivative left to tinyjx's AD (no custom rules): the reference for them."""
   n, kernel = w.ndim - 2, tuple(w.shape[2:])
-  st, di = F._tuple(stride, n, 'stride'), F._tuple(dilation, n, 'dilation')
+  st, di = F.int_tuple(stride, n, 'stride'), F.int_tuple(dilation, n, 'dilation')
   x = F._pad_spatial(x, F._padding(padding, n, x.shape[2:], kernel, st, di))
   return F._contract(x, w, kernel, st, di, F._out_sizes(x.shape[2:], kernel, st, di, 'conv', x.shape), groups)
 
@@ -216,8 +216,8 @@ def test_conv_errors():
 @pytest.mark.parametrize('k, s, p', [(2, None, 0), (3, 2, 1), (2, 1, 0), ((3, 2), (1, 2), (1, 0))])
 def test_pooling_forward(k, s, p):
   x = rand(2, 3, 7, 6)
-  kk = F._tuple(k, 2, 'k'); ss = kk if s is None else F._tuple(s, 2, 's')
-  pads = [(pp, pp) for pp in F._tuple(p, 2, 'p')]
+  kk = F.int_tuple(k, 2, 'k'); ss = kk if s is None else F.int_tuple(s, 2, 's')
+  pads = [(pp, pp) for pp in F.int_tuple(p, 2, 'p')]
   if x.shape[2] % kk[0] == 0 or s is not None or p:
     close(F.max_pool2d(jnp.asarray(x), k, s, p), ref_pool(x, kk, ss, pads, np.max, -np.inf))
     close(F.avg_pool2d(jnp.asarray(x), k, s, p), ref_pool(x, kk, ss, pads, np.sum, 0.0) / math.prod(kk))

@@ -118,8 +118,21 @@ class Registered:
     if self._module is None: raise RuntimeError(f"{self._what} is not registered yet; import tinyjx first")
     return getattr(self._module, name)
 
-api, placement = Registered("tinyjx.numpy"), Registered("tinyjx.devices_api")
-def register_numpy(module) -> None: api._module = module
+api_proxy, placement = Registered("tinyjx.numpy"), Registered("tinyjx.devices_api")
+api = api_proxy
+def _unregistered(*args, **kwargs): raise RuntimeError("tinyjx.numpy is not registered yet; import tinyjx first")
+getitem = index_update = _unregistered   # x[i] and x.at[i], registered by tinyjx.numpy
+methods: dict = {}   # Array methods whose signature differs from the jnp function's (x.reshape(2, 3))
+
+def register_numpy(module, getitem_fn, index_update_fn, method_fns: dict) -> None:
+  """Binds tinyjx.numpy once: the proxy forwards to it for the modules that imported `api` by name, and `api`
+  itself becomes the module, so Array's operators (which look `api` up here at each call) pay no forwarding.
+  `getitem_fn(x, idx)` and `index_update_fn(x)` serve `x[idx]` and `x.at`; `method_fns` maps a method name to
+  its function where that is not simply `jnp.<name>(x, ...)`."""
+  global api, getitem, index_update
+  api_proxy._module = module
+  api, getitem, index_update = module, getitem_fn, index_update_fn
+  methods.update(method_fns)
 def register_placement(functions) -> None: placement._module = functions
 
 class Array:
@@ -154,29 +167,29 @@ class Array:
     if 'TAG' not in self.uop.flags: self.uop = b
     return self
   def block_until_ready(self) -> 'Array': return self.realize("block_until_ready()")
-  def _numpy(self, operation: str) -> np.ndarray:
+  def concrete_numpy(self, operation: str) -> np.ndarray:
     (b,) = realize_uops([self.uop], operation)
     if 'TAG' not in self.uop.flags: self.uop = b
     return buffers[b.arg[0]].numpy()
   def __array__(self, dtype=None, copy=None):
-    v = self._numpy("np.asarray(x)")
+    v = self.concrete_numpy("np.asarray(x)")
     if self.dtype is dtypes.bfloat16: v = v.astype(np.float32)
     return v if dtype is None else v.astype(dtype)
   def item(self, *args):
-    v = self._numpy("x.item()")
+    v = self.concrete_numpy("x.item()")
     return v.item(*args)
-  def tolist(self): return self._numpy("x.tolist()").tolist()
+  def tolist(self): return self.concrete_numpy("x.tolist()").tolist()
   def __bool__(self):
     if self.size != 1:
       raise ValueError(f"the truth value of an array of shape {self.shape} is ambiguous; use .any() or .all()")
-    return bool(self._numpy("bool(x) (a Python `if`/`while`/`and`/`or` on an array)"))
-  def __int__(self): return int(self._numpy("int(x)") if self.ndim == 0 else self._scalar_error("int"))
-  def __float__(self): return float(self._numpy("float(x)") if self.ndim == 0 else self._scalar_error("float"))
-  def __complex__(self): return complex(self._numpy("complex(x)").reshape(()))
+    return bool(self.concrete_numpy("bool(x) (a Python `if`/`while`/`and`/`or` on an array)"))
+  def __int__(self): return int(self.concrete_numpy("int(x)") if self.ndim == 0 else self._scalar_error("int"))
+  def __float__(self): return float(self.concrete_numpy("float(x)") if self.ndim == 0 else self._scalar_error("float"))
+  def __complex__(self): return complex(self.concrete_numpy("complex(x)").reshape(()))
   def __index__(self):
     if not dtypes.is_int(self.dtype) and not dtypes.is_bool(self.dtype):
       raise TypeError(f"only integer arrays can be used as an index, got {self.dtype}")
-    return int(self._numpy("operator.index(x) (using an array as a Python index)").reshape(()))
+    return int(self.concrete_numpy("operator.index(x) (using an array as a Python index)").reshape(()))
   def _scalar_error(self, kind):   # as JAX: a size-1 array of rank > 0 is not a scalar either
     raise TypeError(f"only scalar (0-d) arrays can be converted to Python {kind}, got shape {self.shape}; use "
                     f"{kind}(x.item()) or x.reshape(())")
@@ -243,7 +256,7 @@ class Array:
   def __ge__(self, o): return api.greater_equal(self, o)
   def __eq__(self, o): return api.equal(self, o)
   def __ne__(self, o): return api.not_equal(self, o)
-  def __getitem__(self, idx): return api._getitem(self, idx)
+  def __getitem__(self, idx): return getitem(self, idx)
   def __setitem__(self, idx, v):
     raise TypeError("tinyjx arrays are immutable; instead of x[idx] = y use x = x.at[idx].set(y)")
 
@@ -252,7 +265,7 @@ class Array:
   @property
   def mT(self) -> 'Array': return api.swapaxes(self, -1, -2)
   @property
-  def at(self): return api._IndexUpdateHelper(self)
+  def at(self): return index_update(self)
   @property
   def real(self) -> 'Array': return self
   @property
@@ -269,7 +282,7 @@ METHOD_NAMES = ('sum', 'prod', 'max', 'min', 'mean', 'var', 'std', 'argmax', 'ar
                 'round', 'dot', 'take', 'sort', 'argsort', 'repeat', 'nonzero', 'copy', 'diagonal', 'trace')
 
 def _method(name):
-  def method(self, *args, **kwargs): return (getattr(api, '_method_' + name, None) or getattr(api, name))(self, *args, **kwargs)
+  def method(self, *args, **kwargs): return (methods.get(name) or getattr(api, name))(self, *args, **kwargs)
   method.__name__ = name
   method.__doc__ = f"Same as `jnp.{name}(x, ...)`."
   return method

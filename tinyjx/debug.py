@@ -106,27 +106,7 @@ def print(fmt: str, *args, ordered: bool = False, **kwargs) -> None:  # noqa: A0
   show.__qualname__ = f"print({fmt!r})"
   callback(show, *args, ordered=ordered, **kwargs)
 
-# ---------------------------------------------------------------- rules (one entry in each table)
-
-def debug_callback_python(node: UOp, *values):
-  node.arg(list(values))
-  return np.bool_(False)
-
-def debug_callback_batch(node: UOp, srcs, bdims):
-  """Every argument gets the new batch axis in front (broadcast where unbatched); the record loops over it."""
-  from tinyjx.transforms import batching
-  size = batching.batch_size(srcs, bdims)
-  srcs = [batching.match_axis(u, d, 0, size) for u, d in zip(srcs, bdims)]
-  return UOp(Ops.DEBUG_CALLBACK, bool_, tuple(srcs), node.arg.with_batch(size)), None
-
-# autodiff: DEBUG_CALLBACK is in GroupOp.NonDifferentiable, so ad.py's family rules give its token no tangent and
-# send no cotangent back; the callback sees primals only.
-
-def _register() -> None:
-  from tinyjx.devices.python import python_rules
-  from tinyjx.transforms import batching
-  python_rules[Ops.DEBUG_CALLBACK] = debug_callback_python
-  batching.batch_rules[Ops.DEBUG_CALLBACK] = debug_callback_batch
-_register()
-
-__all__ = ['print', 'callback', 'DebugCallbackError']
+# The rules live in their tables' homes: devices/python.py calls the record (`DebugCallback.__call__`) with the
+# argument values, batching.py's rule gives the record one more batch size (`with_batch`). DEBUG_CALLBACK is in
+# GroupOp.NonDifferentiable, so ad.py's family rules give its token no tangent and send no cotangent back; the
+# callback sees primals only.

@@ -80,9 +80,9 @@ def explain_call(fn, call, runs: int = TIMED_RUNS) -> Explanation:
     raise NotImplementedError(f"explain: device {dev.name} runs programs without kernels, so there is nothing to "
                               "explain; run with TINYJX_DEVICE=CPU (or jit(f, device='CPU'))")
   with provenance.record():
-    entry = fn._trace(call)
+    entry = fn.trace_call(call)
   if entry.inline:
-    raise ValueError(f"explain: {fn._name} closes over a value of an enclosing transform and cannot be compiled on "
+    raise ValueError(f"explain: {fn.label} closes over a value of an enclosing transform and cannot be compiled on "
                      "its own; explain the enclosing function instead")
   jaxpr = entry.jaxpr
   st = lower(dev, jaxpr.params, jaxpr.roots)
@@ -90,13 +90,13 @@ def explain_call(fn, call, runs: int = TIMED_RUNS) -> Explanation:
   eqns = equations(jaxpr)
   where = assign([n for n, _ in eqns], list(jaxpr.roots), st)
   times = measure(exe, _inputs(call, dev), runs)
-  return build(fn._name, dev.name, eqns, where, st, times)
+  return build(fn.label, dev.name, eqns, where, st, times)
 
 # ---------------------------------------------------------------- equations, as make_jaxpr prints them
 
 def equations(jaxpr) -> list[tuple]:
   """(node, text) per equation, in the order and with the variable names of `make_jaxpr`'s printout."""
-  names, gen = {}, tracing._var_names()
+  names, gen = {}, tracing.var_names()
   def name(u):
     if u.op is Ops.CONST and u.shape == (): return f"{u.arg[0]!r}:{u.dtype.short}[]"
     if u not in names: names[u] = next(gen)
@@ -112,7 +112,7 @@ def equations(jaxpr) -> list[tuple]:
       out.append((n, f"{name(n)}:{tracing.aval_str(n)} = broadcast_in_dim {n.arg[0]!r}"))
       continue
     rhs = " ".join(name(s) for s in n.src)
-    out.append((n, f"{name(n)}:{tracing.aval_str(n)} = {prim_name(n)}{tracing._params_text(n)} {rhs}".rstrip()))
+    out.append((n, f"{name(n)}:{tracing.aval_str(n)} = {prim_name(n)}{tracing.params_text(n)} {rhs}".rstrip()))
   return out
 
 # ---------------------------------------------------------------- kernel assignment (the rule in the module doc)

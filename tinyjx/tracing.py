@@ -205,7 +205,7 @@ def _avals(u):
   from tinyjx.uop import out_avals
   return out_avals(u)
 
-def _params_text(u: UOp) -> str:
+def params_text(u: UOp) -> str:
   if u.arg is None or u.op in (Ops.TAG,) or u.op in GroupOp.Leaf - {Ops.IOTA}: return ""
   if u.op is Ops.CAST: return f"[new_dtype={u.dtype}]"
   if u.op is Ops.REDUCE: return f"[axes={u.arg[1]}]"
@@ -219,7 +219,7 @@ def _params_text(u: UOp) -> str:
   if hasattr(u.arg, 'pretty_params'): return u.arg.pretty_params()
   return f"[{arg_text(u.arg)}]"
 
-def _var_names():
+def var_names():
   i = 0
   while True:
     n, s = i, ""
@@ -233,7 +233,7 @@ def _var_names():
 def pretty(jaxpr: Jaxpr, indent: int = 0) -> str:
   """JAX-style text: `{ lambda consts ; params. let eqns in (outs) }`, one equation per line."""
   names: dict = {}
-  gen = _var_names()
+  gen = var_names()
   def name(u):
     if u.op is Ops.CONST and u.shape == (): return f"{u.arg[0]!r}:{u.dtype.short}[]"
     if u not in names: names[u] = next(gen)
@@ -252,9 +252,9 @@ def pretty(jaxpr: Jaxpr, indent: int = 0) -> str:
       continue
     rhs = " ".join(name(s) for s in n.src)
     if n in effects and n.op is Ops.DEBUG_CALLBACK:
-      lines.append(f"{pad}    {prim_name(n)}{_params_text(n)} {rhs}".rstrip())
+      lines.append(f"{pad}    {prim_name(n)}{params_text(n)} {rhs}".rstrip())
       continue
-    lines.append(f"{pad}    {name(n)}:{aval_str(n)} = {prim_name(n)}{_params_text(n)} {rhs}".rstrip())
+    lines.append(f"{pad}    {name(n)}:{aval_str(n)} = {prim_name(n)}{params_text(n)} {rhs}".rstrip())
   outs = " ".join(name(o) for o in jaxpr.outs)
   lines.append(f"{pad}  in ({outs}{',' if len(jaxpr.outs) == 1 else ''}) }}")
   return "\n".join(lines)

@@ -11,8 +11,8 @@ them, checks the arguments of the public functions, and registers itself with th
 from tinyjx import array as _array, dtypes as _dtypes
 from tinyjx.numpy.base import *  # noqa: F401,F403
 from tinyjx.numpy.base import abs, all, any, max, min, round, sum, pow, divmod, bool  # noqa: F401,A004
-from tinyjx.numpy.shape import _method_reshape, _method_transpose, _method_flatten  # noqa: F401  (Array methods)
-from tinyjx.numpy.indexing import _getitem, _IndexUpdateHelper  # noqa: F401  (x[i] and x.at[i])
+from tinyjx.numpy.shape import method_reshape as _reshape, method_transpose as _transpose, method_flatten as _flatten
+from tinyjx.numpy.indexing import getitem as _getitem, IndexUpdateHelper as _IndexUpdateHelper   # x[i] and x.at[i]
 from tinyjx.numpy.core import scalar_type_call as _scalar_type_call, check_arraylike as _check_arraylike
 from tinyjx.numpy import linalg  # noqa: F401  (jnp.linalg)
 from tinyjx.numpy.signal import convolve, correlate  # noqa: F401
@@ -72,5 +72,6 @@ def _wrap_public_functions() -> None:
 _wrap_public_functions()
 
 from tinyjx import numpy as _this_module   # this package, complete now
-_array.register_numpy(_this_module)
+_array.register_numpy(_this_module, _getitem, _IndexUpdateHelper,
+                      {'reshape': _reshape, 'transpose': _transpose, 'flatten': _flatten})
 _dtypes.register_scalar_constructor(_scalar_type_call)

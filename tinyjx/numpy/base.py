@@ -1,7 +1,7 @@
 """numpy.base: every `jnp` function and name that does not need lax (core, creation, shape, indexing, products,
 the dtypes), as one namespace.
 
-The modules lax is built from, and that jnp's own package builds on in turn (lax_conv, lax_linalg,
+The modules lax is built from, and that jnp's own package builds on in turn (lax_conv, lax.linalg,
 linalg_decomp, collectives, jit), import this namespace as `jnp`: importing the package `tinyjx.numpy` would
 close a circle, since it also holds jnp.linalg's decompositions and signal's convolutions, which use lax. The
 package re-exports everything here, with the argument check of public functions added.

@@ -22,7 +22,7 @@ def _concrete(x, name: str):
   """A Python number from `x` (an Array must be concrete: its value fixes the result's shape)."""
   if isinstance(x, Array):
     if x.ndim: raise TypeError(f"{name} must be a scalar, got an array of shape {x.shape}")
-    return x._numpy(f"the {name} argument of arange (it fixes the result's length)").item()
+    return x.concrete_numpy(f"the {name} argument of arange (it fixes the result's length)").item()
   if isinstance(x, np.ndarray) or isinstance(x, np.generic): return x.item()
   return x
 

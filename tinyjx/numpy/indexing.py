@@ -24,7 +24,7 @@ from tinyjx.uop import UOp, Ops
 from tinyjx.numpy import core
 from tinyjx.numpy.core import asarray, normalize_axis, where as core_where
 
-__all__ = ['_getitem', '_IndexUpdateHelper', 'take', 'take_along_axis', 'put_along_axis', 'sort', 'argsort',
+__all__ = ['take', 'take_along_axis', 'put_along_axis', 'sort', 'argsort',
            'lexsort', 'where', 'nonzero', 'argwhere', 'flatnonzero', 'searchsorted', 'diagonal', 'diag', 'trace', 'unique',
            'unravel_index']
 
@@ -263,7 +263,7 @@ def index(x, idx, mode: str = 'clip', fill_value=None) -> Array:
     u = _gather(u, adv, kinds == list(range(kinds[0], kinds[0] + len(kinds))), mode, fill_value)
   return Array(u, x.weak)
 
-def _getitem(x: Array, idx) -> Array:
+def getitem(x: Array, idx) -> Array:
   """`Array.__getitem__`: numpy indexing with JAX's clamping of out-of-range indices.
 
   >>> import tinyjx.numpy as jnp
@@ -337,7 +337,7 @@ class _IndexUpdateRef:
     x = asarray(self.array)
     return core.power(x, scatter(core.ones_like(x), self.index, values, 'mul', mode))
 
-class _IndexUpdateHelper:
+class IndexUpdateHelper:
   """`x.at`: index it (`x.at[idx]`) to update a copy of x. tinyjx arrays are immutable, as in JAX.
 
   >>> import tinyjx.numpy as jnp

@@ -3,7 +3,7 @@ matrix_power, matrix_rank, lstsq (reached as `jnp.linalg.<name>`; `tinyjx/numpy/
 first use, since it builds on `lax.linalg`, which imports `tinyjx.numpy`).
 
 Everything here is argument handling (numpy's conventions: batch dims lead, a 1-D `b` is a vector) around the
-factorizations of `tinyjx.lax_linalg`, whose loops and derivative rules do the work. Results that numpy returns as
+factorizations of `tinyjx.lax.linalg`, whose loops and derivative rules do the work. Results that numpy returns as
 named tuples (`SlogdetResult`, `QRResult`, `EighResult`, `SVDResult`) are named tuples here too. Array arguments
 are arrays or scalars: a list is a TypeError, as in JAX (scipy.linalg accepts lists, as JAX's does).
 """
@@ -13,8 +13,8 @@ from typing import NamedTuple
 from tinyjx import dtypes
 from tinyjx.array import Array
 from tinyjx.numpy import base as jnp
-from tinyjx import lax_linalg as ll
-from tinyjx.lax_linalg import as_float_matrix, mT
+from tinyjx.lax import linalg as ll
+from tinyjx.lax.linalg import as_float_matrix, mT
 from tinyjx.numpy.core import check_arraylike
 
 __all__ = ['cholesky', 'solve', 'inv', 'det', 'slogdet', 'qr', 'eigh', 'eigvalsh', 'svd', 'svdvals', 'pinv',

@@ -57,7 +57,7 @@ def reshape(a, shape=None, order: str = 'C', *, newshape=None, copy=None) -> Arr
   a = asarray(a)
   return _view(a, a.uop.reshape(_reshape_target(a, shape)))
 
-def _method_reshape(self, *shape, order: str = 'C') -> Array:
+def method_reshape(self, *shape, order: str = 'C') -> Array:
   """`x.reshape(2, 3)` or `x.reshape((2, 3))`."""
   return reshape(self, shape[0] if len(shape) == 1 else shape, order)
 
@@ -70,7 +70,7 @@ def ravel(a, order: str = 'C') -> Array:
   a = asarray(a)
   return reshape(a, (a.size,), order)
 
-def _method_flatten(self, order: str = 'C') -> Array: return ravel(self, order)
+def method_flatten(self, order: str = 'C') -> Array: return ravel(self, order)
 
 # --- axes ---
 def transpose(a, axes=None) -> Array:
@@ -88,7 +88,7 @@ def transpose(a, axes=None) -> Array:
   return _view(a, a.uop.permute(perm))
 permute_dims = transpose
 
-def _method_transpose(self, *axes) -> Array:
+def method_transpose(self, *axes) -> Array:
   """`x.transpose()`, `x.transpose(1, 0)` or `x.transpose((1, 0))`."""
   if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))): axes = axes[0]
   return transpose(self, axes if axes else None)
@@ -393,7 +393,7 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None) -> Array:
   ax = normalize_axis(axis, a.ndim)
   n = a.shape[ax]
   counts = np.asarray(repeats).reshape(-1) if not isinstance(repeats, Array) else \
-    np.asarray(repeats._numpy("jnp.repeat with an array of repeats (pass total_repeat_length or an int)")).reshape(-1)
+    np.asarray(repeats.concrete_numpy("jnp.repeat with an array of repeats (pass total_repeat_length or an int)")).reshape(-1)
   if counts.size == 0: counts = counts.astype(np.int64)
   if counts.dtype.kind not in 'iub': raise TypeError(f"repeat: repeats must be integers, got {counts.dtype}")
   if (counts < 0).any(): raise ValueError(f"repeat: repeats must not be negative, got {repeats!r}")
@@ -446,7 +446,7 @@ def roll(a, shift, axis=None) -> Array:
   """
   a = asarray(a)
   if axis is None: return reshape(roll(ravel(a), shift, 0), a.shape)
-  if isinstance(shift, Array): shift = shift._numpy("jnp.roll with an array shift (it must be concrete)")
+  if isinstance(shift, Array): shift = shift.concrete_numpy("jnp.roll with an array shift (it must be concrete)")
   shifts = np.asarray(shift).reshape(-1)
   axes = np.asarray(axis).reshape(-1)
   try:

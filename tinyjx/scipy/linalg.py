@@ -2,14 +2,14 @@
 
 scipy's differ from numpy's: `cholesky` returns the upper factor unless `lower=True`, `qr` defaults to
 mode='full' and returns a tuple even for mode='r', `eigh` returns (w, v), `lu` returns (p, l, u), and a 1-D `b`
-is one right-hand side. The work is done by `tinyjx.lax_linalg` (loops with derivative rules); arguments that
+is one right-hand side. The work is done by `tinyjx.lax.linalg` (loops with derivative rules); arguments that
 only tune LAPACK (overwrite_a, check_finite, lwork, lapack_driver, ...) are accepted and ignored, as JAX does.
 """
 from __future__ import annotations
 from tinyjx.array import Array
 import tinyjx.numpy as jnp
-from tinyjx import lax_linalg as ll
-from tinyjx.lax_linalg import as_float_matrix, mT
+from tinyjx.lax import linalg as ll
+from tinyjx.lax.linalg import as_float_matrix, mT
 from tinyjx.numpy import linalg_decomp as nl
 
 __all__ = ['cholesky', 'cho_factor', 'cho_solve', 'solve_triangular', 'solve', 'inv', 'det', 'lu', 'lu_factor',

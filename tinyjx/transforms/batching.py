@@ -205,6 +205,13 @@ def getitem_batch(node, srcs, bdims):
   if isinstance(srcs[0], tuple): return srcs[0][node.arg], bdims[0][node.arg]
   return node.replace(src=(srcs[0],)), bdims[0][node.arg]
 
+def debug_callback_batch(node, srcs, bdims):
+  """A host callback (tinyjx.debug): every argument gets the new batch axis in front (broadcast where unbatched),
+  and the node's record (`with_batch`) calls the host function once per example."""
+  size = batch_size(srcs, bdims)
+  srcs = [match_axis(u, d, 0, size) for u, d in zip(srcs, bdims)]
+  return UOp(Ops.DEBUG_CALLBACK, node.dtype, tuple(srcs), node.arg.with_batch(size)), None
+
 batch_rules: dict = {
   **{op: elementwise_batch for op in GroupOp.Elementwise},
   Ops.TAG: passthrough_batch, Ops.STOP_GRADIENT: passthrough_batch,
@@ -212,7 +219,7 @@ batch_rules: dict = {
   Ops.RESHAPE: reshape_batch, Ops.PERMUTE: permute_batch, Ops.EXPAND: expand_batch, Ops.PAD: pad_batch,
   Ops.SHRINK: shrink_batch, Ops.FLIP: flip_batch,
   Ops.DOT_GENERAL: dot_general_batch, Ops.GATHER: gather_batch, Ops.SCATTER: scatter_batch,
-  Ops.GETITEM: getitem_batch,
+  Ops.GETITEM: getitem_batch, Ops.DEBUG_CALLBACK: debug_callback_batch,
 }
 
 # ---------------------------------------------------------------- the graph rewrite

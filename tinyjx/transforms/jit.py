@@ -194,9 +194,9 @@ class JitFunction:
     if not callable(fun): raise TypeError(f"jit expects a callable, got {type(fun).__name__} {fun!r}")
     functools.update_wrapper(self, fun, updated=())
     self.fun, self._sig = fun, _signature(fun)
-    self._name = f"jit({getattr(fun, '__name__', type(fun).__name__)})"
+    self.label = f"jit({getattr(fun, '__name__', type(fun).__name__)})"
     nums, names = _index_tuple(static_argnums, 'static_argnums'), _name_tuple(static_argnames, 'static_argnames')
-    self.static_argnums, self.static_argnames = _static_spec(self._name[4:-1], self._sig, nums, names)
+    self.static_argnums, self.static_argnames = _static_spec(self.label[4:-1], self._sig, nums, names)
     # donation is accepted for JAX compatibility; the devices here allocate fresh outputs and never reuse inputs
     self.donate_argnums = _index_tuple(donate_argnums, 'donate_argnums')
     self.donate_argnames = _name_tuple(donate_argnames, 'donate_argnames')
@@ -204,7 +204,7 @@ class JitFunction:
     self.inline, self.keep_unused = inline, keep_unused   # jit always inlines into an outer trace
     self._cache = _cache_for(fun, (self.static_argnums, self.static_argnames))
 
-  def __repr__(self): return f"<{self._name}>"
+  def __repr__(self): return f"<{self.label}>"
   def __get__(self, obj, objtype=None):
     """As a method: bind `self` as the first positional argument (count it in static_argnums)."""
     return self if obj is None else functools.partial(self, obj)
@@ -241,7 +241,7 @@ class JitFunction:
     n = len(args)
     for i in self.static_argnums:
       if i < -n:
-        raise ValueError(f"{self._name}: static_argnums index {i} is out of range for a call with {n} positional "
+        raise ValueError(f"{self.label}: static_argnums index {i} is out of range for a call with {n} positional "
                          f"arguments; negative indices count from the last positional argument")
       j = i + n if i < 0 else i
       if j < n: call.static_pos[j] = args[j]
@@ -265,20 +265,21 @@ class JitFunction:
     debug = settings.get('DEBUG')
     if entry is not None:
       counters.add('cache_hits')
-      if debug >= 1: print(f"{self._name}: hit")
+      if debug >= 1: print(f"{self.label}: hit")
       return entry
     counters.add('cache_misses')
     explaining = debug >= 1 or settings.get('JAX_EXPLAIN_CACHE_MISSES')
     new = retrace.Signature(call.key, self._paths(call))
     if explaining: self._explain_miss(new, call, debug)
-    entry = self._trace(call)
+    entry = self.trace_call(call)
     key = (call.treedef.detached(),) + call.key[1:]   # unhashable aux data (a dict) is copied: the caller may mutate it
     self._cache.last = key
     self._remember(retrace.Signature(key, new.paths), explaining)
     if not entry.inline: self._cache.entries[key] = entry   # a graph over an outer trace dies with that trace
     return entry
 
-  def _trace(self, call: _Call) -> _Entry:
+  def trace_call(self, call: _Call) -> _Entry:
+    """Trace the function for the bound call `call` (no cache look-up): the cache entry holding its jaxpr."""
     fun, treedef, static_pos, static_kw, n = self.fun, call.treedef, call.static_pos, call.static_kw, len(call.args)
     def flat_fun(*flat):
       dyn_args, dyn_kwargs = tree_util.tree_unflatten(treedef, list(flat))
@@ -286,14 +287,14 @@ class JitFunction:
       full = [static_pos[i] if i in static_pos else next(it) for i in range(n)]
       return fun(*full, **dyn_kwargs, **static_kw)
     counters.add('traces')
-    jaxpr = tracing.trace_flat(flat_fun, call.key[1], self._name, self._paths(call), FIX)
+    jaxpr = tracing.trace_flat(flat_fun, call.key[1], self.label, self._paths(call), FIX)
     jaxpr.in_tree = treedef
     return _Entry(jaxpr, _closes_over_a_trace(jaxpr))
 
   def _compile(self, entry: _Entry, call: _Call):
     dev, content_key = call.device, (entry.jaxpr.key, call.device.name, call.key[4])
     if (exe := _executables.get(content_key)) is not None:
-      if settings.get('DEBUG') >= 1: print(f"{self._name}: reusing the executable of an equal program")
+      if settings.get('DEBUG') >= 1: print(f"{self.label}: reusing the executable of an equal program")
       entry.exe = exe
       return exe
     compile_jaxpr = getattr(dev, 'compile_jaxpr', None)
@@ -305,7 +306,7 @@ class JitFunction:
     counters.add('compiles')
     if settings.get('DEBUG') >= 1:
       n = len(entry.exe.kernels)
-      print(f"{self._name}: compiled {n} kernel{'' if n == 1 else 's'} on {dev.name} "
+      print(f"{self.label}: compiled {n} kernel{'' if n == 1 else 's'} on {dev.name} "
             f"in {(time.perf_counter() - t0) * 1e3:.1f} ms")
     try:
       _executables[content_key] = entry.exe
@@ -330,8 +331,8 @@ class JitFunction:
     """jax_debug_nans/infs: on a bad output, trace again with source lines recorded and run op by op."""
     bad = nans.outputs_bad(bufs)
     if not bad: return
-    jaxpr = self._trace(call).jaxpr
-    raise nans.hunt(jaxpr, [np.asarray(x) for x in call.leaves], self._name, bad[0])
+    jaxpr = self.trace_call(call).jaxpr
+    raise nans.hunt(jaxpr, [np.asarray(x) for x in call.leaves], self.label, bad[0])
 
   # --- errors and DEBUG ---
   def _check_hashable(self, call: _Call):
@@ -339,7 +340,7 @@ class JitFunction:
       try:
         hash(v)
       except TypeError as e:
-        raise StaticArgError(f"{self._name}: static argument {_static_label(k, self._sig)!r} of type "
+        raise StaticArgError(f"{self.label}: static argument {_static_label(k, self._sig)!r} of type "
                              f"{type(v).__name__} is not hashable ({e}); static arguments key the jit cache, so "
                              "make it hashable (e.g. a tuple instead of a list) or pass it as a regular "
                              "(traced) argument") from None
@@ -364,13 +365,13 @@ class JitFunction:
     """DEBUG>=1 or jax_explain_cache_misses: why this call traces, against the closest signature traced before."""
     seen = self._cache.seen
     if not seen:
-      if debug >= 1: print(f"{self._name}: miss (first call)")
+      if debug >= 1: print(f"{self.label}: miss (first call)")
       return
     i, diffs = retrace.closest(seen, new, self._differences)
-    if debug >= 1: print(f"{self._name}: miss ({self._miss_reason(call, seen[i].key)})")
+    if debug >= 1: print(f"{self.label}: miss ({self._miss_reason(call, seen[i].key)})")
     text = "; ".join(t for _, t in diffs) or ("the same signature as before: this function closes over a value of an "
                                               "enclosing transform, so it is traced at every call")
-    print(f"{self._name}: retrace {len(seen) + 1}: {text} (against earlier signature {i + 1} of {len(seen)})")
+    print(f"{self.label}: retrace {len(seen) + 1}: {text} (against earlier signature {i + 1} of {len(seen)})")
 
   def _remember(self, sig: 'retrace.Signature', explaining: bool) -> None:
     """Keep the traced signature; warn once when there are more than `retrace.MANY` of them (while explaining)."""
@@ -381,7 +382,7 @@ class JitFunction:
     if explaining and len(seen) > retrace.MANY and not self._cache.warned:
       self._cache.warned = True
       kinds = {k for j in range(1, len(seen)) for k, _ in retrace.closest(seen[:j], seen[j], self._differences)[1]}
-      retrace.warn_many(self._name, len(seen), kinds)
+      retrace.warn_many(self.label, len(seen), kinds)
 
   # --- the staged API ---
   def trace(self, *args, **kwargs) -> 'Traced':
@@ -477,7 +478,7 @@ class Lowered:
   def out_info(self): return _out_info(self._entry.jaxpr)
   def compile(self) -> 'Compiled':
     if self._entry.inline:
-      raise ValueError(f"{self._fn._name} closes over a value of an enclosing transform and cannot be compiled "
+      raise ValueError(f"{self._fn.label} closes over a value of an enclosing transform and cannot be compiled "
                        "on its own; call it inside that transform instead")
     exe = self._entry.exe or self._fn._compile(self._entry, self._call)
     return Compiled(self._fn, self._entry, self._call, exe)
@@ -490,7 +491,7 @@ class Lowered:
     lower = getattr(self.device, 'lower_jaxpr', None)
     if lower is not None: return str(lower(self._entry.jaxpr))
     summary = str(self.compile().executable).split("\n\n")[0]
-    return f"{self._fn._name} lowered for {self.device.name}:\n{summary}"
+    return f"{self._fn.label} lowered for {self.device.name}:\n{summary}"
   def __str__(self): return self.as_text()
   __repr__ = __str__
 
@@ -508,7 +509,7 @@ class Compiled:
         reason = self._fn._miss_reason(call)
       finally:
         self._fn._cache.last = saved
-      raise TypeError(f"{self._fn._name}: this Compiled was lowered for other arguments ({reason}); "
+      raise TypeError(f"{self._fn.label}: this Compiled was lowered for other arguments ({reason}); "
                       "lower and compile again for these arguments, or call the jitted function itself")
     return self._fn._execute(self._entry, call)
   def as_text(self) -> str: return str(self.executable)

@@ -172,9 +172,8 @@ def _new_nodes(out: UOp, seen: set) -> list:
 
 def _params(u: UOp) -> str:
   from tinyjx import tracing
-  text = getattr(tracing, '_params_text', None)   # the jaxpr printer's [axes=...] part, where it has one
-  try:
-    return text(u) if text is not None and u.op is not Ops.CONST else ""
+  try:   # the jaxpr printer's [axes=...] part
+    return tracing.params_text(u) if u.op is not Ops.CONST else ""
   except Exception:   # noqa: BLE001 - a label is not worth an error
     return ""
 

@@ -6,7 +6,7 @@ exists, so the shift adds nothing to gradients); softplus and log_sigmoid never 
 positive number. Functions with a kink (relu, relu6, leaky_relu, hard_tanh) are written with `where`,
 so the gradient at the kink is the one JAX gives (0 for relu at 0 and for relu6 at 0 and 6).
 Integer inputs of the float-valued functions become the default float type.
-`tinyjx.nn.initializers` is jax.nn.initializers (defined in nn_initializers.py).
+`tinyjx.nn.initializers` is jax.nn.initializers (defined in nn/initializers.py).
 """
 from __future__ import annotations
 import math, operator
@@ -16,9 +16,7 @@ from tinyjx.array import Array
 from tinyjx.uop import UOp, Ops
 from tinyjx.numpy.core import normalize_axis
 from tinyjx.numpy.indexing import broadcast_uop
-from tinyjx import nn_initializers as initializers  # noqa: F401  (jax.nn.initializers)
-import sys as _sys
-_sys.modules[__name__ + '.initializers'] = initializers   # so `import tinyjx.nn.initializers` works too
+from tinyjx.nn import initializers  # noqa: F401  (jax.nn.initializers)
 
 __all__ = ['relu', 'relu6', 'gelu', 'sigmoid', 'silu', 'swish', 'softplus', 'soft_sign', 'leaky_relu', 'elu', 'celu',
            'selu', 'hard_tanh', 'hard_sigmoid', 'hard_silu', 'hard_swish', 'log_sigmoid', 'mish', 'squareplus', 'glu',

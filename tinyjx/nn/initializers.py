@@ -1,4 +1,4 @@
-"""nn_initializers: `jax.nn.initializers` (reached as `tinyjx.nn.initializers`): weight initializers with JAX's
+"""nn.initializers: `jax.nn.initializers` (reached as `tinyjx.nn.initializers`): weight initializers with JAX's
 layout and signatures.
 
 Every factory (`glorot_normal()`, `normal(0.1)`, ...) returns `init(key, shape, dtype=<its dtype>) -> Array`;

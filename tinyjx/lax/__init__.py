@@ -2,7 +2,7 @@
 
 The operations themselves are in `lax_primitives`; this namespace gathers them with the families built on them:
 control flow and dynamic slicing (transforms/control_flow.py), `stop_gradient` (transforms/ad.py), the
-collectives (collectives.py), convolutions and reduce_window (lax_conv.py) and `lax.linalg` (lax_linalg.py).
+collectives (collectives.py), convolutions and reduce_window (lax_conv.py) and `lax.linalg` (lax/linalg.py).
 
 >>> import tinyjx.numpy as jnp
 >>> from tinyjx import lax
@@ -19,6 +19,4 @@ from tinyjx.collectives import (  # noqa: F401
   psum, pmean, pmax, pmin, all_gather, psum_scatter, ppermute, pshuffle, all_to_all, axis_index, axis_size)
 from tinyjx.lax_conv import *  # noqa: F401,F403  (convolutions and reduce_window)
 from tinyjx.lax_conv import window_view  # noqa: F401  (a tinyjx extra: the sliding windows as one view, for nn)
-from tinyjx import lax_linalg as linalg  # noqa: F401  (lax.linalg: the factorizations, built on the loops above)
-import sys as _sys
-_sys.modules[__name__ + '.linalg'] = linalg  # so `import tinyjx.lax.linalg` works too, as `import jax.lax.linalg`
+from tinyjx.lax import linalg  # noqa: F401  (lax.linalg: the factorizations, built on the loops above)
