@@ -86,6 +86,81 @@ CASES = {
 }
 G = jax.jit(lambda x: (jax.debug.print("g {}", x), x)[1])
 
+# callbacks inside custom rules, checkpoint, a cond whose index is batched, and bodies that return nothing
+@jax.custom_vjp
+def V(x):
+  jax.debug.print("V {}", x)
+  return jnp.sin(x)
+def V_fwd(x):
+  jax.debug.print("fwd {}", x)
+  return jnp.sin(x), jnp.cos(x)
+def V_bwd(c, g):
+  jax.debug.print("bwd {} {}", c, g)
+  return (c * g,)
+V.defvjp(V_fwd, V_bwd)
+
+@jax.custom_jvp
+def H(x):
+  jax.debug.print("H {}", x)
+  return x * x
+@H.defjvp
+def H_jvp(p, t):
+  jax.debug.print("Hjvp {}", p[0])
+  return H(p[0]), 2 * p[0] * t[0]
+
+def branchy(x):
+  return lax.cond(x > 1, lambda x: (jax.debug.print("t {}", x), x * 2)[1],
+                  lambda x: (jax.debug.print("e {}", x), x - 1)[1], x)
+
+def prints_only(x):
+  lax.cond(x > 1, lambda x: jax.debug.print("tn {}", x), lambda x: jax.debug.print("en {}", x), x)
+  return x
+
+CASES.update({
+  'custom_vjp_grad': (lambda: jax.grad(V)(1.), ["fwd 1.0", "bwd 0.5403022766113281 1.0"]),
+  'custom_vjp_jit_grad': (lambda: jax.jit(jax.grad(V))(1.), ["fwd 1.0", "bwd 0.5403022766113281 1.0"]),
+  'custom_vjp_vmap_grad': (lambda: jax.vmap(jax.grad(V))(jnp.arange(2.)),
+                           ["fwd 0.0", "fwd 1.0", "bwd 1.0 1.0", "bwd 0.5403022766113281 1.0"]),
+  'custom_vjp_vmap': (lambda: jax.vmap(V)(jnp.arange(2.)), ["V 0.0", "V 1.0"]),
+  'custom_vjp_jit': (lambda: jax.jit(V)(2.), ["V 2.0"]),
+  'custom_jvp_grad': (lambda: jax.grad(H)(3.), ["Hjvp 3.0", "H 3.0"]),
+  'custom_jvp_jit_grad': (lambda: jax.jit(jax.grad(H))(3.), ["Hjvp 3.0", "H 3.0"]),
+  'custom_jvp_vmap_grad': (lambda: jax.vmap(jax.grad(H))(jnp.arange(2.)), ["Hjvp 0.0", "Hjvp 1.0", "H 0.0", "H 1.0"]),
+  'custom_jvp_vmap': (lambda: jax.vmap(H)(jnp.arange(2.)), ["H 0.0", "H 1.0"]),
+  'checkpoint_jit': (lambda: jax.jit(jax.checkpoint(lambda x: (jax.debug.print("ck {}", x), x * x)[1]))(4.),
+                     ["ck 4.0"]),
+  'checkpoint_vmap': (lambda: jax.vmap(jax.checkpoint(lambda x: (jax.debug.print("ck {}", x), x * x)[1]))(
+      jnp.arange(2.)), ["ck 0.0", "ck 1.0"]),
+  # a batched index runs every branch on every example (JAX, unjitted, prints branch by branch)
+  'vmap_cond_batched_index': (lambda: jax.vmap(branchy)(jnp.arange(3.)),
+                              ["e 0.0", "e 1.0", "e 2.0", "t 0.0", "t 1.0", "t 2.0"]),
+  'grad_cond': (lambda: jax.grad(branchy)(2.), ["t 2.0"]),
+  'cond_without_outputs': (lambda: (prints_only(2.), jax.jit(prints_only)(0.)), ["tn 2.0", "en 0.0"]),
+  'vmap_cond_without_outputs': (lambda: jax.vmap(prints_only)(jnp.arange(3.)),
+                                ["en 0.0", "en 1.0", "en 2.0", "tn 0.0", "tn 1.0", "tn 2.0"]),
+  'scan_without_outputs': (lambda: (lax.scan(lambda c, x: (jax.debug.print("x {}", x), (c, None))[1], None,
+                                             jnp.arange(2.)),
+                                    jax.jit(lambda xs: lax.scan(lambda c, x: (jax.debug.print("j {}", x), (c, None))[1],
+                                                                None, xs))(jnp.arange(2.))),
+                           ["x 0.0", "x 1.0", "j 0.0", "j 1.0"]),
+})
+
+def test_a_custom_jvp_rule_that_prints_its_tangents_is_refused_clearly():
+  @jax.custom_jvp
+  def k(x): return x * 2
+  @k.defjvp
+  def k_jvp(p, t):
+    jax.debug.print("t {}", t[0])
+    return k(p[0]), 2 * t[0]
+  with pytest.raises(NotImplementedError, match="reads the tangents"):
+    jax.grad(k)(1.)
+
+def test_grad_of_checkpoint_prints_the_forward_once(capsys):
+  # JAX prints twice here (its rematerialized forward runs the callback again); tinyjx's callback belongs to the
+  # forward pass only, and the recomputation in the backward pass computes values without it
+  assert float(jax.grad(jax.checkpoint(lambda x: (jax.debug.print("ck {}", x), x * x)[1]))(3.)) == 6.0
+  assert lines(capsys) == ["ck 3.0"]
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_prints_as_jax(name, device, capsys):
   program, expected = CASES[name]

@@ -235,10 +235,17 @@ def cond_of(index: Array, funs, operands, labels, name: str):
   branch_mismatch(name, labels, jaxprs)
   consts = list(dict.fromkeys(c for j in jaxprs for c in free_values(j)))
   closed = tuple(close(j, consts) for j in jaxprs)
-  arg = CondArg(closed, tuple((o.shape, o.dtype) for o in jaxprs[0].outs))
-  outs = bind(Ops.COND, arg, [index.uop] + [a.uop for a in arrs] + consts)
+  token = not jaxprs[0].outs and any(j.effects for j in closed)
+  if token: closed = tuple(with_token(j) for j in closed)   # branches that only print: an output to run them by
+  arg = CondArg(closed, tuple((o.shape, o.dtype) for o in closed[0].outs))
+  outs = bind(Ops.COND, arg, [index.uop] + [a.uop for a in arrs] + consts)[:len(jaxprs[0].outs)]
   weak = [all(j.out_weak[i] for j in jaxprs) for i in range(len(outs))]
   return tree_util.tree_unflatten(jaxprs[0].out_tree, [Array(u, w) for u, w in zip(outs, weak)])
+
+def with_token(j: Jaxpr) -> Jaxpr:
+  """`j` with one more output, a constant: the handle by which its effects are emitted when it has no output."""
+  return Jaxpr(j.params, j.outs + (UOp.const(False, dtypes.bool_, ()),), j.in_tree, j.out_tree,
+               j.out_weak + (False,), j.name, j.effects)
 
 # ---------------------------------------------------------------- while_loop and fori_loop
 
@@ -372,11 +379,13 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
                                          [p + "[i]" for p in xpaths], split_pair)
   carry = cast_to(carry, cavals)
   consts = free_values(body)
-  nc = len(cavals)
-  ys_avals = [((n,) + o.shape, o.dtype) for o in body.outs[nc:]]
-  arg = ScanArg((close(body, consts),), tuple((o.shape, o.dtype) for o in body.outs[:nc]) + tuple(ys_avals),
+  nc, n_out = len(cavals), len(body.outs)
+  closed = close(body, consts)
+  if not n_out and closed.effects: closed = with_token(closed)   # a body that only prints: a y to run it by
+  ys_avals = [((n,) + o.shape, o.dtype) for o in closed.outs[nc:]]
+  arg = ScanArg((closed,), tuple((o.shape, o.dtype) for o in closed.outs[:nc]) + tuple(ys_avals),
                 n, bool(reverse), nc, len(xarrs))
-  outs = bind(Ops.SCAN, arg, [a.uop for a in carry] + [a.uop for a in xarrs] + consts)
+  outs = bind(Ops.SCAN, arg, [a.uop for a in carry] + [a.uop for a in xarrs] + consts)[:n_out]
   cweak = [av[2] and w for av, w in zip(cavals, body.out_weak)]
   carry_out = tree_util.tree_unflatten(ctree, [Array(u, w) for u, w in zip(outs[:nc], cweak)])
   ys = tree_util.tree_unflatten(ytree, [Array(u, w) for u, w in zip(outs[nc:], body.out_weak[nc:])])
@@ -691,11 +700,28 @@ def cond_batch(node, srcs, bdims):
   return outs, tuple(0 if f else None for f in force)
 
 def select_branches(node, index, ib, ops, obd, size):
-  """A batched index: every branch runs on every example, and each example's index picks its results."""
-  results = []
+  """A batched index: every branch runs on every example, and each example's index picks its results. Where a
+  branch has effects (debug callbacks), they run too, for every example and in branch order, as JAX runs them:
+  the selection then becomes the one branch of a COND on a constant index, whose effects are all branches'."""
+  if not any(b.effects for b in node.arg.jaxprs):
+    picked, _ = selected(node, index, ib, ops, obd, size)
+    return tuple(picked), tuple(0 for _ in picked)
+  tid = fresh_id()
+  params = [UOp(Ops.PARAM, u.dtype, (), (i, u.shape, tid)) for i, u in enumerate((index,) + tuple(ops))]
+  picked, effects = selected(node, params[0], ib, params[1:], obd, size)
+  both = Jaxpr(params, picked, out_weak=node.arg.jaxprs[0].out_weak, name="vmap(cond)", effects=effects)
+  avals = tuple(((size,) + s, d) for s, d in node.arg.out_avals)
+  first = UOp.const(0, dtypes.int32, ())
+  return UOp(Ops.COND, node.dtype, (first, index) + tuple(ops), CondArg((both,), avals)), tuple(0 for _ in picked)
+
+def selected(node, index, ib, ops, obd, size) -> tuple[list, list]:
+  """(each output picked by the batched index, the batched effects of every branch in order)."""
+  results, effects = [], []
   for b in node.arg.jaxprs:
-    outs, bd = batching.batch_graph(b.outs, b.params, list(ops), list(obd))
-    results.append([batching.match_axis(u, d, 0, size) for u, d in zip(outs, bd)])
+    roots, bd = batching.batch_graph(b.roots, b.params, list(ops), list(obd))
+    n = len(b.effects)
+    effects += roots[:n]
+    results.append([batching.match_axis(u, d, 0, size) for u, d in zip(roots[n:], bd[n:])])
   idx = batching.moveaxis(index, ib, 0)
   picked = []
   for i, (shape, dt) in enumerate(node.arg.out_avals):
@@ -706,7 +732,7 @@ def select_branches(node, index, ib, ops, obd, size):
       hit = UOp(Ops.CMPEQ, dtypes.bool_, (which, UOp.const(k, idx.dtype, full)))
       out = UOp(Ops.WHERE, dt, (hit, results[k][i], out))
     picked.append(out)
-  return tuple(picked), tuple(0 for _ in picked)
+  return picked, effects
 
 def settle_carry(body: Jaxpr, carry_b: list, rest_dims: list, size: int) -> list:
   """Which carries must be batched: those batched going in, plus any the body makes batched, to a fixed point."""

@@ -38,7 +38,7 @@ import contextlib, contextvars, functools, hashlib, inspect
 from tinyjx import dtypes, tree_util, tracing
 from tinyjx.array import Array
 from tinyjx.tracing import Jaxpr
-from tinyjx.uop import UOp, Ops, substitute, fresh_id
+from tinyjx.uop import UOp, Ops, substitute, fresh_id, toposort
 from tinyjx.transforms import ad, batching
 
 class CallSpec:
@@ -149,6 +149,14 @@ class Call:
 
 def trace(fun, avals, name: str, paths=None) -> Jaxpr: return tracing.trace_flat(fun, avals, name, paths)
 
+def emit_effects(j: Jaxpr, srcs: list) -> Jaxpr:
+  """Emit `j`'s effects (debug callbacks) where the node is made, with `srcs` for its params, and return `j`
+  without them: a custom-rule or checkpoint node computes values only, and its callbacks run once, in program
+  order, in the trace that called the function (vmap batches them, grad sees primals), as JAX runs them."""
+  if not j.effects: return j
+  j.emit_effects(*srcs)
+  return Jaxpr(j.params, j.outs, j.in_tree, j.out_tree, j.out_weak, j.name)
+
 def out_avals_text(tree, avals) -> str:
   leaves = ", ".join(f"{d.short}[{','.join(map(str, s))}]" for s, d in avals)
   return f"{tree} with leaves {leaves}"
@@ -213,14 +221,18 @@ class Rule:
       n, const_avals = len(self.avals()), [(c.shape, c.dtype, False) for c in self.consts]
       with running_rule():
         j = trace(lambda *xs: self.fun(*xs[:n]), list(self.avals()) + const_avals, self.name)
-      self.base[0] = Jaxpr(j.params, substitute(list(j.outs), dict(zip(self.consts, j.params[n:]))), j.in_tree,
-                           j.out_tree, j.out_weak, j.name)
+      moved = dict(zip(self.consts, j.params[n:]))
+      self.base[0] = Jaxpr(j.params, substitute(list(j.outs), moved), j.in_tree, j.out_tree, j.out_weak, j.name,
+                           substitute(list(j.effects), moved))
     return self.base[0]
 
   def jaxpr(self) -> Jaxpr: return functools.reduce(lambda j, m: m[0](j), self.maps, self.base_jaxpr())
 
   def __call__(self, *args: UOp) -> list[UOp]:
-    if self.maps: return self.jaxpr()(*args)
+    if self.maps:   # a transformed rule runs as its jaxpr; its callbacks run where it is applied
+      j = self.jaxpr()
+      j.emit_effects(*args)
+      return j(*args)
     own, consts = args[:len(args) - len(self.consts)], args[len(args) - len(self.consts):]
     with running_rule():
       outs = [to_uop(x, self.name) for x in self.fun(*[Array(u) for u in own])]
@@ -236,6 +248,13 @@ def trace_at(fun, arrays: list, extra_avals: list, name: str) -> Jaxpr:
   can branch on them) and `extra` as fresh params; the jaxpr then takes `arrays` as params too."""
   n = len(arrays)
   j = trace(lambda *xs: fun(*arrays, *xs[n:]), [a.aval for a in arrays] + list(extra_avals), name)
+  if j.effects:   # callbacks of the rule run here, on the primals (the tangents do not exist yet)
+    effects = substitute(list(j.effects), dict(zip(j.params[:n], [a.uop for a in arrays])))
+    if set(j.params[n:]) & set(toposort(effects)):
+      raise NotImplementedError(f"{name}: a debug callback in this rule reads the tangents, which tinyjx does not "
+                                "have when it runs the rule; print the primals only, or print the tangents "
+                                "outside the rule")
+    for e in effects: tracing.emit_effect(e)
   outs = substitute(list(j.outs), {a.uop: p for a, p in zip(arrays, j.params[:n])})
   return Jaxpr(j.params, outs, j.in_tree, j.out_tree, j.out_weak, j.name)
 
@@ -299,6 +318,7 @@ class custom_jvp:
     # them (concrete under eager grad, so it may branch on them in Python)
     if rule_depth.get() and all(a.uop.is_concrete for a in call.arrays): return self.fun(*args)
     prim = trace(lambda *xs: self.fun(*call.full_args(xs)), call.avals, f"custom_jvp({name})", call.paths)
+    prim = emit_effects(prim, [a.uop for a in call.arrays])
     (prim,), consts = close_over([prim])
     n = len(call.arrays)
     def rule(*xs):
@@ -415,6 +435,7 @@ class custom_vjp:
     kind = 'custom_vjp+jvp' if getattr(self, 'forward_mode_differentiates_fun', False) else 'custom_vjp'
     if differentiated_here(call.arrays): return self.fwd_now(call, name, kind)
     prim = trace(lambda *xs: self.fun(*call.full_args(xs)), call.avals, f"custom_vjp({name})", call.paths)
+    prim = emit_effects(prim, [a.uop for a in call.arrays])
     (prim,), consts = close_over([prim])
     residuals = []                          # (tree, avals) of the residuals, once fwd has run
     def fwd(*xs):
@@ -570,6 +591,7 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
     call = Call(fun, args, static)
     if is_plain(call.arrays): return fun(*args)
     jaxpr = trace(lambda *xs: fun(*call.full_args(xs)), call.avals, f"checkpoint({name})", call.paths)
+    jaxpr = emit_effects(jaxpr, [a.uop for a in call.arrays])
     (jaxpr,), consts = close_over([jaxpr])
     spec = CallSpec('checkpoint', jaxpr, len(jaxpr.outs), len(call.arrays))
     outs = node_outputs(Ops.CHECKPOINT, [a.uop for a in call.arrays] + consts, spec)
