@@ -247,6 +247,9 @@ def test_error_classes_of_jax():
     tinyjx.tree.map(lambda x: x + 1, {1: 7, "y": 42})
   with pytest.raises(ValueError, match="None is not a valid value"):
     jnp.asarray(None)
+  for nested in ([None, 1.0], [1.0, [2.0, None]], ([1.0], None)):   # JAX checks for None first, even in ragged lists
+    with pytest.raises(ValueError, match="None is not a valid value for jnp.array"):
+      jnp.asarray(nested)
   with pytest.raises(IndexError) as e:
     tinyjx.jit(lambda x: x[x > 0].sum())(jnp.arange(3.))
   assert type(e.value).__name__ == 'NonConcreteBooleanIndexError' and isinstance(e.value, tinyjx.ConcretizationError)

@@ -48,6 +48,9 @@ def _host_dtype(x) -> DType:
     return dt
   return dtypes.to_dtype(arr.dtype, "array")
 
+def _holds_none(x) -> bool:
+  return x is None or (isinstance(x, (list, tuple)) and builtins.any(_holds_none(v) for v in x))
+
 def _check_int_range(v: int, dt: DType) -> None:
   ii = dtypes.iinfo(dt)
   if not ii.min <= v <= ii.max: raise OverflowError(f"Python int {v} is too large to convert to {dt}; pass dtype= "
@@ -62,6 +65,8 @@ def asarray(x, dtype=None, copy=None, device=None) -> Array:
   dt = None if dtype is None else dtypes.to_dtype(dtype)
   if isinstance(x, Array): return x if dt is None or dt is x.dtype else astype(x, dt)
   if x is None: raise ValueError("None is not a valid value for jnp.array or jnp.asarray; pass a number, a list or an array")
+  if isinstance(x, (list, tuple)) and _holds_none(x):   # JAX looks for None first, even in a ragged list
+    raise ValueError("None is not a valid value for jnp.array; the list holds a None (pass numbers or arrays)")
   if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
     weak_dt = dtypes.python_scalar_dtype(x)
     if dt is None and isinstance(x, int) and not isinstance(x, bool): _check_int_range(x, weak_dt)
