@@ -65,8 +65,6 @@ def asarray(x, dtype=None, copy=None, device=None) -> Array:
   dt = None if dtype is None else dtypes.to_dtype(dtype)
   if isinstance(x, Array): return x if dt is None or dt is x.dtype else astype(x, dt)
   if x is None: raise ValueError("None is not a valid value for jnp.array or jnp.asarray; pass a number, a list or an array")
-  if isinstance(x, (list, tuple)) and _holds_none(x):   # JAX looks for None first, even in a ragged list
-    raise ValueError("None is not a valid value for jnp.array; the list holds a None (pass numbers or arrays)")
   if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
     weak_dt = dtypes.python_scalar_dtype(x)
     if dt is None and isinstance(x, int) and not isinstance(x, bool): _check_int_range(x, weak_dt)
@@ -78,11 +76,17 @@ def asarray(x, dtype=None, copy=None, device=None) -> Array:
       raise ValueError(f"array: the elements of a list must have one shape, got {[a.shape for a in arrs]}")
     arrs, joined_dt, _ = promote(*arrs)
     return Array(join_along([a.uop.cast(joined_dt).reshape((1,) + a.shape) for a in arrs], 0))
-  if isinstance(x, complex) or np.iscomplexobj(x): raise dtypes.DTypeError("complex values are not supported by tinyjx")
-  if isinstance(x, np.generic) and x.dtype.kind in 'biuf': return Array(UOp.const(x.item(), dt or _host_dtype(x)))
-  if hasattr(x, '__jax_array__'): return asarray(x.__jax_array__(), dtype)
-  target = dt or _host_dtype(x)
-  return _from_host(np.asarray(x), target, device)
+  try:
+    if isinstance(x, complex) or np.iscomplexobj(x): raise dtypes.DTypeError("complex values are not supported by tinyjx")
+    if isinstance(x, np.generic) and x.dtype.kind in 'biuf': return Array(UOp.const(x.item(), dt or _host_dtype(x)))
+    if hasattr(x, '__jax_array__'): return asarray(x.__jax_array__(), dtype)
+    target = dt or _host_dtype(x)
+    return _from_host(np.asarray(x), target, device)
+  except (TypeError, ValueError):   # JAX names a None first, even in a ragged list; looked for only on failure
+    if isinstance(x, (list, tuple)) and _holds_none(x):
+      raise ValueError("None is not a valid value for jnp.array; the list holds a None (pass numbers or "
+                       "arrays)") from None
+    raise
 
 def scalar_type_call(x, dtype: DType) -> Array:
   """`jnp.float32(x)`, `jnp.int32(x)`, ...: `x` (a scalar, nested list or array) as a strongly typed array of

@@ -235,8 +235,8 @@ def cond_of(index: Array, funs, operands, labels, name: str):
   branch_mismatch(name, labels, jaxprs)
   consts = list(dict.fromkeys(c for j in jaxprs for c in free_values(j)))
   closed = tuple(close(j, consts) for j in jaxprs)
-  token = not jaxprs[0].outs and any(j.effects for j in closed)
-  if token: closed = tuple(with_token(j) for j in closed)   # branches that only print: an output to run them by
+  if not jaxprs[0].outs and any(j.effects for j in closed):   # branches that only print: an output to run them by
+    closed = tuple(with_token(j) for j in closed)
   arg = CondArg(closed, tuple((o.shape, o.dtype) for o in closed[0].outs))
   outs = bind(Ops.COND, arg, [index.uop] + [a.uop for a in arrs] + consts)[:len(jaxprs[0].outs)]
   weak = [all(j.out_weak[i] for j in jaxprs) for i in range(len(outs))]
