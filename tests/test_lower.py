@@ -133,7 +133,8 @@ def test_the_pipeline_is_an_ordered_list_of_named_passes():
   names = [name for name, _ in lower.PASSES]
   assert names[:3] == ['simplify', 'decompose', 'schedule+index'] and names[-2:] == ['render', 'compile']
   assert [n for n, _ in lower.passes('as_matmul', 'estimate')] == [
-    'as_matmul', 'as_column_reduction', 'split_reductions', 'stash_shared', 'block_sums', 'mark_parallel', 'grid',
+    'as_matmul', 'as_column_reduction', 'split_reductions', 'stash_shared', 'block_sums', 'mark_parallel',
+    'spread_reductions', 'grid',
     'estimate']                                   # the sub-passes of optimize, each a named entry
   assert all(callable(fn) for _, fn in lower.PASSES)
   with pytest.raises(KeyError, match="no lowering pass 'optimize'"): lower.passes(last='optimize')

@@ -130,6 +130,12 @@ class Kernel:
   flops: int = 0
   nbytes: int = 0
   narrow_sums: set = field(default_factory=set)   # float32 sums the renderer keeps in float32 (optimize.block_sums)
+  # the GPU kernel shape (optimize_gpu.py; kernel_shape 'grid' devices only)
+  grid: list = field(default_factory=list)         # the loops run as the grid, outermost first
+  global_size: tuple = (1,)                        # work items per grid dimension, dimension 0 first
+  local_size: tuple | None = None                  # work items per work group (None: not shaped yet)
+  groups: bool = False                             # a grid point is a work group (its threads share it), not an item
+  strided: dict = field(default_factory=dict)      # id(loop) -> (first value, step): a loop split over threads
 
 # --- helpers ---
 def strides(shape) -> list[int]:
