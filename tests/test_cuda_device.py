@@ -105,6 +105,11 @@ PROGRAMS = {
   'random': (random_bits, (np.asarray(random.PRNGKey(3)),), False, 2e-5),
   'mlp_step': (mlp_step, (MLP_PARAMS, rand(10, 12), ints(10, lo=0, hi=4)), False, 1e-4),
   'conv': (conv_and_grad, (rand(2, 3, 6, 6), rand(4, 3, 3, 3)), False, 1e-4),
+  # the GPU kernel shape: a tiled matmul (transposed, batched), rows shared by work groups, a two-stage full sum
+  'matmul_tiles': (lambda x, w, b: (x @ w, x.T @ x, jnp.einsum('bij,bjk->bik', b, b.transpose(0, 2, 1))),
+                   (rand(70, 33), rand(33, 65), rand(3, 20, 40)), False, 1e-4),
+  'long_rows': (lambda x: (nn.softmax(x, axis=-1), x.sum(1), x.max(1), x.sum(0)), (rand(3, 700),), False, 1e-4),
+  'full_sum': (lambda x: (jnp.sum(x), jnp.min(x)), (rand(1 << 16),), False, 1e-4),
 }
 
 def as_arrays(args): return tinyjx.tree_util.tree_map(jnp.asarray, args)
@@ -432,3 +437,57 @@ def test_a_kernel_that_fails_to_build_on_the_gpu_shows_the_log(tmp_path):
   with tinyjx.Context(TINYJX_CACHE_DIR=str(tmp_path)):
     with pytest.raises(cuda.CUDABuildError, match="undefined_name"):
       devices.get('CUDA').compile('extern "C" __global__ void broken(float* b) { b[0] = undefined_name; }')
+
+# --- the GPU kernel shape (lower/optimize_gpu.py) ---
+@needs_nvrtc
+def test_the_heuristics_chose_the_gpu_shapes_for_cuda():
+  device_checks.the_heuristics_chose_the_gpu_shapes(cuda.CUDACompileOnly())
+
+@needs_nvrtc
+def test_every_thread_of_a_block_reaches_every_barrier():
+  """Barriers (`__syncthreads()`) sit only in loops every thread of the block runs alike, never in a thread's own
+  strided loop or a branch on the thread: a block never deadlocks, even with its grid capped."""
+  f = lambda x, a, b, v: (nn.softmax(x, axis=-1), a @ b, jnp.einsum('bij,bkj->bik', b[None], a.T[None].repeat(2, 0)),
+                          jnp.sum(v))
+  src = cuda.compile_check(f, rand(9, 500), rand(70, 40), rand(40, 70), rand(1 << 16)).sources[0]
+  assert '__shared__' in src and device_checks.barriers_are_uniform(src) >= 8
+
+@needs_nvrtc
+@pytest.mark.parametrize('m,n,k', [(1, 33, 257), (33, 7, 255), (257, 31, 33), (31, 257, 7)])
+def test_tiled_matmul_at_the_edges_on_an_emulated_gpu(m, n, k, fake_gpu):
+  device_checks.matmul_matches_at_the_edges(fake_gpu.name, m, n, k)
+
+@needs_nvrtc
+def test_a_capped_grid_strides_over_work_groups_on_an_emulated_gpu(fake_gpu, monkeypatch):
+  """With CUDA's grid limits made tiny, each block strides over several work groups (rows, tiles, partial sums), its
+  threads meeting at every barrier of each."""
+  monkeypatch.setattr(cuda, 'MAX_GRID', (2, 2, 2))
+  f = lambda x, a, b, v: (nn.softmax(x, axis=-1), a @ b, jnp.einsum('bij,bjk->bik', a[None].repeat(3, 0), b[None]),
+                          jnp.sum(v))
+  got, want = device_checks.run_on(fake_gpu.name, f, rand(5, 300), rand(70, 40), rand(40, 70), rand(1 << 16))
+  device_checks.assert_close(got, want, 1e-4, scale=10)
+
+@needs_gpu
+@pytest.mark.parametrize('m,n,k', device_checks.MATMUL_SIZES)
+def test_tiled_matmul_at_every_edge_on_the_gpu(m, n, k):
+  device_checks.matmul_matches_at_the_edges('CUDA', m, n, k)
+  device_checks.matmul_matches_at_the_edges('CUDA', m, n, k, np.float64)
+
+@needs_gpu
+def test_the_gpu_shapes_on_the_gpu():
+  device_checks.the_heuristics_chose_the_gpu_shapes(devices.get('CUDA'))
+  device_checks.transposed_and_batched_matmuls('CUDA')
+  device_checks.long_reductions_match('CUDA')
+  device_checks.a_million_float32s_sum_like_float64('CUDA', n=10_000_000)
+
+@needs_gpu
+def test_a_large_matmul_and_softmax_on_the_gpu():
+  a, b = rand(1024, 1536), rand(1536, 2048)
+  x = rand(4096, 4096)
+  with tinyjx.Context(TINYJX_DEVICE='CUDA'):
+    got = tinyjx.jit(lambda a, b: a @ b)(jnp.asarray(a), jnp.asarray(b))
+    s = tinyjx.jit(lambda x: nn.softmax(x, axis=-1))(jnp.asarray(x))
+  np.testing.assert_allclose(np.asarray(got), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3 * np.sqrt(1536))
+  np.testing.assert_allclose(np.asarray(s).sum(1), np.ones(4096), rtol=1e-5)
+  e = np.exp(x - x.max(1, keepdims=True))
+  np.testing.assert_allclose(np.asarray(s), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
