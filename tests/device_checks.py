@@ -96,8 +96,9 @@ def transposed_and_batched_matmuls(device: str) -> None:
   a, b = rng.standard_normal((257, 33)).astype(np.float32), rng.standard_normal((31, 257)).astype(np.float32)
   bias = rng.standard_normal(31).astype(np.float32)
   ba, bb = rng.standard_normal((3, 33, 70)).astype(np.float32), rng.standard_normal((3, 70, 65)).astype(np.float32)
+  flipped = lambda bb: bb.transpose(0, 2, 1)[:, ::-1].transpose(0, 2, 1)
   fns = lambda a, b, bias, ba, bb: (a.T @ b.T, b @ a, a.T @ a, tinyjx.nn.relu(a.T @ b.T + bias) * 2,
-                                    ba @ bb, ba @ bb[0], jnp_exp(ba) @ bb.transpose(0, 2, 1)[:, ::-1].transpose(0, 2, 1))
+                                    ba @ bb, ba @ bb[0], jnp_exp(ba) @ flipped(bb))
   got, want = run_on(device, fns, a, b, bias, ba, bb)
   assert_close(got, want, 2e-5, scale=20)
 

@@ -4,16 +4,25 @@ the few statements C runs with host facilities (malloc, OpenMP). `RENDERERS` map
 its class.
 
 OpenCL C: every buffer is a `__global` base pointer plus a byte offset (intermediates are regions of one arena),
-turned into a typed pointer at the top of the kernel; the loops in `k.grid` (optimize_gpu.py) are read from
-`get_global_id`; bool is stored as uchar, float16 as its bits in ushort (converted in software, as C does where
-the compiler has no _Float16); f-suffixed C math names map to OpenCL's overloaded builtins; a sort is an in-place
-stable insertion sort per row (no scratch memory); nothing is contracted into a fused multiply-add (FP_CONTRACT OFF, as the
-CPU device compiles with -ffp-contract=off), so results match the reference.
+turned into a typed pointer at the top of the kernel; bool is stored as uchar, float16 as its bits in ushort
+(converted in software, as C does where the compiler has no _Float16); f-suffixed C math names map to OpenCL's
+overloaded builtins; a sort is an in-place stable insertion sort per row (no scratch memory); nothing is contracted
+into a fused multiply-add (FP_CONTRACT OFF, as the CPU device compiles with -ffp-contract=off), so results match the
+reference.
+
+The GPU kernel shape (optimize_gpu.py decides it; both dialects write it the same way, with their own `indices`,
+`local_qualifier` and `barrier`): a grid loop of `k.grid` is a grid-stride loop from the work item's global id
+(`get_global_id`), or from its group's id (`get_group_id`) when grid points are work groups, so any launch covers the
+grid and every thread of a group runs the same trip counts; a loop split over a group's threads (`k.strided`) starts
+at its first value (the thread's `lid`) and steps over the others; the group's local memory is declared at the
+kernel's top (a `tjx_red_<type>` array per accumulator type of a `GroupReduce`, the `tjx_xs`/`tjx_ys` slices of a
+`TiledMatmul`); a `GroupReduce` is a tree in local memory with a barrier per step; a `TiledMatmul` is written out as
+its statement says (slices staged between barriers, a register tile per thread, the epilogue per result).
 
 CUDA C++ (NVRTC): what differs from OpenCL C. Kernels are `extern "C" __global__` (unmangled names for
 cuModuleGetFunction) and take plain typed pointers: the host adds an intermediate's arena offset to the device
-pointer. A grid loop is a grid-stride loop over `blockIdx/blockDim/threadIdx` of its dimension (x innermost), so
-any launch shape is correct and the device may cap the grid at CUDA's limits. NVRTC has no libc headers: the
+pointer. Ids are `blockIdx/blockDim/threadIdx/gridDim` of the grid dimension (x innermost), local memory is
+`__shared__`, the barrier `__syncthreads()`; the device may cap the grid at CUDA's limits (the grid loops stride). NVRTC has no libc headers: the
 prelude defines the fixed-width types, their limits, NAN and INFINITY; the prelude's helpers are device
 functions through NVRTC's `-default-device`; bool is C++ bool, float16 its bits in uint16_t (the soft-half code);
 a bitcast is a union in a template (C++ has no compound literals). The device compiles with `--fmad=false`
@@ -199,7 +208,8 @@ class OpenCLRenderer(CRenderer):
     t, th, p = self.type_names[s.dtype], s.threads, pad + "  "
     lines += [f"{pad}{{", f"{p}const int64_t tx = lid % {th}, ty = lid / {th};",
               f"{p}{t} tjx_c[{s.rm}][{s.rn}];",
-              f"{p}for (int r = 0; r < {s.rm}; r++) for (int q = 0; q < {s.rn}; q++) tjx_c[r][q] = {self.const(0, s.dtype)};",
+              f"{p}for (int r = 0; r < {s.rm}; r++) for (int q = 0; q < {s.rn}; q++) "
+              f"tjx_c[r][q] = {self.const(0, s.dtype)};",
               f"{p}for (int64_t k0 = 0; k0 < {s.k}; k0 += {s.tk}) {{"]
     self.stage(s, 'x', lines, p + "  ")
     self.stage(s, 'y', lines, p + "  ")
