@@ -243,6 +243,7 @@ def shared_statements(stmts: list, size: int, kernel_body: list):
     if isinstance(s, Decl) and not s.size: out.append(s)
     elif isinstance(s, Store): out.append(Store(s.buf, s.idx, s.value, sym.and_(s.valid, first)))
     elif isinstance(s, Loop) and not s.serial:
+      if any(isinstance(u, Update) and u.acc in mine for u in walk([s])): return None
       strided[id(s)] = (LID, size)
       out.append(s)
     elif isinstance(s, Loop) and is_reduction(s):
