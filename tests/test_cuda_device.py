@@ -453,9 +453,10 @@ def test_every_thread_of_a_block_reaches_every_barrier():
   assert '__shared__' in src and device_checks.barriers_are_uniform(src) >= 8
 
 @needs_nvrtc
-@pytest.mark.parametrize('m,n,k', [(1, 33, 257), (33, 7, 255), (257, 31, 33), (31, 257, 7)])
-def test_tiled_matmul_at_the_edges_on_an_emulated_gpu(m, n, k, fake_gpu):
-  device_checks.matmul_matches_at_the_edges(fake_gpu.name, m, n, k)
+@pytest.mark.parametrize('m,n,k,dtype', [(1, 33, 257, np.float32), (33, 7, 255, np.float32), (257, 31, 33, np.float32),
+                                         (31, 257, 7, np.float32), (33, 65, 40, np.float64)])
+def test_tiled_matmul_at_the_edges_on_an_emulated_gpu(m, n, k, dtype, fake_gpu):
+  device_checks.matmul_matches_at_the_edges(fake_gpu.name, m, n, k, dtype)
 
 @needs_nvrtc
 def test_a_capped_grid_strides_over_work_groups_on_an_emulated_gpu(fake_gpu, monkeypatch):

@@ -310,23 +310,29 @@ def first_stage(k: Kernel, st, facts: DeviceFacts) -> Kernel:
   k.args = sorted(k.args + list(partial.values()), key=lambda x: x.arg)
   return stage
 
-def tile_matmul(k: Kernel, facts: DeviceFacts) -> bool:
-  """Make `k` a grid of work groups each computing one output tile of a `TiledMatmul`, if it is a big enough sum of
-  products whose operands each miss some output axis. False (and `k` unchanged) otherwise."""
+def sum_of_products(k: Kernel):
+  """(output loops, contraction loops, accumulator, store, x, y) where `k` is a perfect nest of independent loops
+  around `acc = sum(x * y)` over a perfect nest of contraction loops and one store; else None."""
   loops = grid_loops(k.body, most=len(list(walk(k.body))))
   inner = loops[-1].body if loops else []
   if len(inner) != 3 or not isinstance(inner[0], Decl) or not isinstance(inner[1], Loop) or \
-     not isinstance(inner[2], Store) or not is_reduction(inner[1]):
-    return False
-  acc, store = inner[0].acc, inner[2]
-  red = [l for l in walk([inner[1]]) if isinstance(l, Loop)]
+     not isinstance(inner[2], Store) or not is_reduction(inner[1]) or inner[0].size:
+    return None
+  acc, red = inner[0].acc, [l for l in walk([inner[1]]) if isinstance(l, Loop)]
   body = red[-1].body
-  if acc.arg[1] is not Ops.ADD or acc.dtype not in (dtypes.float32, dtypes.float64) or inner[0].size: return False
+  if acc.arg[1] is not Ops.ADD or acc.dtype not in (dtypes.float32, dtypes.float64): return None
   if any(l.body != [red[i + 1]] for i, l in enumerate(red[:-1])) or len(body) != 1 or body[0].acc is not acc or \
      body[0].value.op is not Ops.MUL:
-    return False
+    return None
   x, y = body[0].value.src
-  if any(n.op is Ops.DEFINE_ACC for n in toposort([x, y])): return False
+  if any(n.op is Ops.DEFINE_ACC for n in toposort([x, y])): return None
+  return loops, red, acc, inner[2], x, y
+
+def tile_matmul(k: Kernel, facts: DeviceFacts) -> bool:
+  """Make `k` a grid of work groups each computing one output tile of a `TiledMatmul`, if it is a big enough sum of
+  products whose operands each miss some output axis. False (and `k` unchanged) otherwise."""
+  if (found := sum_of_products(k)) is None: return False
+  loops, red, acc, store, x, y = found
   vx, vy, outer = sym.loop_vars(x), sym.loop_vars(y), [l.var for l in loops]
   iv = [v for v in outer if v in vx and v not in vy]
   jv = [v for v in outer if v in vy and v not in vx]
@@ -342,21 +348,18 @@ def tile_matmul(k: Kernel, facts: DeviceFacts) -> bool:
   base = max(v.arg[0] for v in outer + kv) + 1
   ti, tj = sym.loop_var(base, -(-m // (threads * rm))), sym.loop_var(base + 1, -(-n // (threads * rn)))
   b = sym.loop_var(base + 2, math.prod(v.arg[1] for v in bv)) if bv else None
-  names = {'mi': (iv, m), 'mj': (jv, n), 'mk': (kv, kn)}
-  mapping = {v: e for name, (vs, size) in names.items()
-             for v, e in zip(vs, unflatten(sym.special(name, size), [u.arg[1] for u in vs]))}
+  mapping = {v: e for name, vs in (('mi', iv), ('mj', jv), ('mk', kv))
+             for v, e in zip(vs, unflatten(sym.special(name, math.prod(u.arg[1] for u in vs)), [u.arg[1] for u in vs]))}
   if b is not None: mapping.update(zip(bv, unflatten(b, [v.arg[1] for v in bv])))
   cv = UOp(Ops.SPECIAL, acc.dtype, (), ('cv', 0))
   out = Store(store.buf, rewrite(store.idx, mapping), rewrite(store.value, {**mapping, acc: cv}),
               rewrite(store.valid, mapping))
   mm = TiledMatmul(m, n, kn, rewrite(x, mapping), rewrite(y, mapping), out, acc.dtype, ti, tj, threads, rm, rn, TK,
                    contiguous_along(x, kv[-1]), contiguous_along(y, kv[-1]))
-  nest = Loop(ti, [Loop(tj, [mm])])
-  grid = [nest, nest.body[0]]
-  if b is not None:
-    nest = Loop(b, [nest])
-    grid.insert(0, nest)
-  k.body = [nest]
+  grid = [Loop(ti, [Loop(tj, [mm])])]
+  grid.append(grid[0].body[0])
+  if b is not None: grid.insert(0, Loop(b, [grid[0]]))
+  k.body = [grid[0]]
   set_groups(k, grid, threads * threads, {})
   return True
 
