@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from tinyjx import dtypes
 from tinyjx.uop import UOp, Ops, toposort, substitute
 from tinyjx.lower import symbolic as sym
-from tinyjx.lower.index import Loop, Decl, Update, Store, Kernel, unflatten, load
+from tinyjx.lower.index import Loop, Decl, Update, Store, Kernel, Contraction, unflatten, load
 
 MAX_DIMS = 3
 GROUP = 256                # threads of a work group, where the device allows that many
@@ -69,34 +69,25 @@ class GroupReduce:
   acc: UOp
 
 @dataclass(eq=False)
-class TiledMatmul:
+class TiledMatmul(Contraction):
   """out(b, i, j) = epilogue(sum_k x(b, i, k) * y(b, j, k)) for the output tile (ti, tj) of one work group.
 
   `x` is an expression of the template variables `mi` (flat row) and `mk` (flat contraction index), `y` of `mj` and
   `mk`; both may read the batch loop variable. `store` is in `mi`, `mj` and `cv` (the result). The group's threads
   are `threads` x `threads`; thread (ty, tx) owns rows ti * tm + ty + r * threads (r < rm) and columns
   tj * tn + tx + c * threads (c < rn), so neighbouring threads store neighbouring columns."""
-  m: int
-  n: int
-  k: int
-  x: UOp
-  y: UOp
-  store: Store
-  dtype: object
-  ti: UOp                   # loop variable of the group's row tile
-  tj: UOp                   # loop variable of the group's column tile
-  threads: int
-  rm: int
-  rn: int
-  tk: int
-  x_k_inner: bool           # x is contiguous along the contraction: threads load it k fastest
-  y_k_inner: bool
+  ti: UOp = None            # loop variable of the group's row tile
+  tj: UOp = None            # loop variable of the group's column tile
+  threads: int = THREADS
+  rm: int = 1               # rows of a thread's register tile
+  rn: int = 1               # columns of a thread's register tile
+  tk: int = TK
+  x_k_inner: bool = False   # x is contiguous along the contraction: threads load it k fastest
+  y_k_inner: bool = False
   @property
   def tm(self) -> int: return self.threads * self.rm
   @property
   def tn(self) -> int: return self.threads * self.rn
-  @property
-  def work(self) -> int: return 2 * self.m * self.n * self.k
 
 # --- helpers ---
 def pow2_at_least(n: int) -> int: return 1 << max(0, (int(n) - 1).bit_length())
@@ -354,8 +345,8 @@ def tile_matmul(k: Kernel, facts: DeviceFacts) -> bool:
   cv = UOp(Ops.SPECIAL, acc.dtype, (), ('cv', 0))
   out = Store(store.buf, rewrite(store.idx, mapping), rewrite(store.value, {**mapping, acc: cv}),
               rewrite(store.valid, mapping))
-  mm = TiledMatmul(m, n, kn, rewrite(x, mapping), rewrite(y, mapping), out, acc.dtype, ti, tj, threads, rm, rn, TK,
-                   contiguous_along(x, kv[-1]), contiguous_along(y, kv[-1]))
+  mm = TiledMatmul(m, n, kn, rewrite(x, mapping), rewrite(y, mapping), out, acc.dtype, ti, tj, threads, rm, rn,
+                   x_k_inner=contiguous_along(x, kv[-1]), y_k_inner=contiguous_along(y, kv[-1]))
   grid = [Loop(ti, [Loop(tj, [mm])])]
   grid.append(grid[0].body[0])
   if b is not None: grid.insert(0, Loop(b, [grid[0]]))
