@@ -24,7 +24,8 @@ renderer (dialects.py) only writes out what is decided here. Every kernel gets o
   fused producers and epilogue; a convolution's window contraction too) becomes a `TiledMatmul`: each group owns a
   TM x TN tile of the output, each of its THREADS x THREADS threads a register tile of RM x RN results, and the
   contraction runs in steps of TK, staging a TK x TM slice of x and a TK x TN slice of y in local memory between two
-  barriers. Any m, n, k: loads past an edge read zeros, stores past an edge are skipped.
+  barriers. Any m, n, k: loads past an edge read zeros, stores past an edge are skipped. The register tiles add in
+  the operands' type (float32 as GPU BLAS libraries do).
 Results do not depend on the launch: the grid, local size and the order of every sum are fixed here.
 """
 from __future__ import annotations
