@@ -146,7 +146,7 @@ def test_a_cubin_for_hopper(tmp_path):
 @needs_nvrtc
 def test_the_source_is_the_cuda_dialect():
   src = cuda.compile_check(lambda x, y: jnp.where(x > 0, x, y).sum(1), rand(70, 5), rand(70, 5)).sources[0]
-  assert 'extern "C" __global__ void k0_' in src and '__restrict__' in src
+  assert re.search(r'extern "C" __global__ __launch_bounds__\(\d+\) void k0_', src) and '__restrict__' in src
   assert 'blockIdx.x * (int64_t)blockDim.x + threadIdx.x' in src and 'gridDim.x' in src   # a grid-stride loop
   assert '#pragma omp' not in src and 'malloc' not in src
 
@@ -226,6 +226,7 @@ EMULATION_HEADER = "\n".join([
   "extern tjx_dim3 blockDim, gridDim;",
   "void tjx_syncthreads();",
   "#define __global__",
+  "#define __launch_bounds__(threads)",
   "#define __shared__ static",
   "#define __syncthreads() tjx_syncthreads()",
   "template <class B, class A> static inline B tjx_pun(A a) { B b; __builtin_memcpy(&b, &a, sizeof b); return b; }",
@@ -337,7 +338,7 @@ FAKE_INDEX = 63   # the fake GPU is CUDA:63, so nothing compiled for it is cache
 def emulated_module(source: str, directory: str) -> bytes:
   """What the fake driver loads for `source`: the path of a library of its kernels, compiled by g++ with the
   emulation header, each kernel's parameter count exported, and linked with the launcher."""
-  params = re.findall(r'__global__ void (\w+)\(([^)]*)\)', source)
+  params = re.findall(r'__global__ __launch_bounds__\(\d+\) void (\w+)\(([^)]*)\)', source)
   counts = "".join(f'extern "C" const int tjx_nargs_{k} = {len(p.split(","))};\n' for k, p in params)
   path = os.path.join(directory, hashlib.sha256(source.encode()).hexdigest()[:16])
   if not os.path.exists(path + '.so'):

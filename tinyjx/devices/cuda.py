@@ -130,7 +130,7 @@ class NVRTC:
 def build_message(nv: NVRTC, arch: str, source: str, log: str, src_path: str) -> str:
   """NVRTC's log with the kernels its errors point at (by line) and where the source is."""
   starts = [(i + 1, m.group(1)) for i, line in enumerate(source.splitlines())
-            if (m := re.search(r'__global__ void (\w+)\(', line))]
+            if (m := re.search(r'__global__ (?:__launch_bounds__\(\d+\) )?void (\w+)\(', line))]
   lines = [int(n) for n in re.findall(r'tinyjx\.cu\((\d+)\)', log)]
   kernels = dict.fromkeys(next((k for s, k in reversed(starts) if s <= n), 'the prelude') for n in lines)
   where = f" in {', '.join(kernels)}" if kernels else ""

@@ -91,7 +91,7 @@ static inline float tjx_bf16(float x) {
 
 class OpenCLRenderer(CRenderer):
   """OpenCL C for the CL device (see the module doc)."""
-  kernel_prefix = "__kernel void"
+  kernel_head = "__kernel __attribute__((reqd_work_group_size({x}, {y}, {z}))) void"   # launched in groups of that size
   short_loop_guard = ""   # the GCC bug that TJX_KEEP_LOOP keeps away is the C compiler's
   type_names = {**TYPES, dtypes.bool_: 'uchar', dtypes.float16: 'ushort'}
   wide_sums: dict = {}   # double is optional in OpenCL (cl_khr_fp64): float32 sums stay float32 here
@@ -168,7 +168,14 @@ class OpenCLRenderer(CRenderer):
   # --- the GPU kernel shape: work groups, local memory, barriers (decided by optimize_gpu.py) ---
   def kernel(self, k: Kernel) -> str:
     self.groups, self.strided, self.local_size = k.groups, k.strided, (k.local_size or (1,))[0]
+    self.local = (*(k.local_size or ()), 1, 1, 1)[:3]
     return super().kernel(k)
+
+  @property
+  def kernel_prefix(self) -> str:
+    """The kernel's qualifiers, with the work-group size it is always launched with (the compiler may rely on it)."""
+    x, y, z = self.local
+    return self.kernel_head.format(x=x, y=y, z=z, threads=x * y * z)
 
   def kernel_prologue(self, k: Kernel) -> list:
     return self.buffer_setup(k) + self.group_setup(k)
@@ -276,7 +283,7 @@ template <class B, class A> static inline B tjx_bitcast(A a) { union { A a; B b;
 class CUDARenderer(OpenCLRenderer):
   """CUDA C++ for the CUDA device, compiled by NVRTC (see the module doc). From OpenCL it keeps the masked loads,
   the scratch-free sort and the absence of OpenMP; the rest is C's or CUDA's own."""
-  kernel_prefix = 'extern "C" __global__ void'
+  kernel_head = 'extern "C" __global__ __launch_bounds__({threads}) void'
   buffer_qualifier = "__restrict__"
   type_names = {**TYPES, dtypes.bool_: 'bool', dtypes.float16: 'uint16_t'}
   wide_sums = {dtypes.float32: 'double'}   # GPUs have double: float32 sums accumulate as the CPU's do
