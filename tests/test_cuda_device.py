@@ -137,10 +137,11 @@ def test_a_cubin_for_hopper(tmp_path):
   """ptxas runs too for an sm_ architecture: what an H100/H200 loads."""
   nv = cuda.nvrtc()
   if 90 not in nv.archs: pytest.skip(f"{nv!r} does not know sm_90")
-  f, args, _, _ = PROGRAMS['mlp_step']
-  with tinyjx.Context(TINYJX_CACHE_DIR=str(tmp_path)):
-    report = cuda.compile_check(tinyjx.jit(f), *as_arrays(args), arch='sm_90')
-  assert all(b[:4] == b'\x7fELF' for b in report.binaries)
+  for name in ('mlp_step', 'matmul_tiles', 'long_rows', 'full_sum'):   # with work groups, shared memory, barriers
+    f, args, _, _ = PROGRAMS[name]
+    with tinyjx.Context(TINYJX_CACHE_DIR=str(tmp_path)):
+      report = cuda.compile_check(tinyjx.jit(f), *as_arrays(args), arch='sm_90')
+    assert all(b[:4] == b'\x7fELF' for b in report.binaries), name
   assert list(tmp_path.glob('*.cubin'))
 
 @needs_nvrtc
