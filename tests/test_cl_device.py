@@ -127,6 +127,14 @@ def test_a_million_float32s_sum_like_float64():
 def test_the_heuristics_chose_the_gpu_shapes():
   device_checks.the_heuristics_chose_the_gpu_shapes(devices.get('CL'))
 
+def test_the_opencl_source_shares_rows_and_tiles_through_local_memory():
+  from tinyjx.lower import lower
+  jaxpr = tinyjx.make_jaxpr(lambda x, w: (nn.softmax(x, axis=-1), x @ w))(rand(9, 500), rand(500, 70))
+  src = lower(devices.get('CL'), jaxpr.params, jaxpr.outs).source
+  assert '__local float tjx_red_float[256];' in src and '__local float tjx_xs[' in src
+  assert 'reqd_work_group_size(256, 1, 1)' in src and src.count('barrier(CLK_LOCAL_MEM_FENCE);') >= 8
+  assert 'get_group_id(0)' in src and 'get_local_id(0)' in src
+
 def test_a_convolution_runs_as_a_tiled_matmul():
   x, w = rand(2, 8, 12, 12), rand(16, 8, 3, 3)
   conv = lambda x, w: (nn.relu(tinyjx.lax.conv(x, w, (1, 1), 'SAME')), tinyjx.grad(
