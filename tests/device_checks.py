@@ -122,12 +122,15 @@ def a_million_float32s_sum_like_float64(device: str, n: int = 1_000_000) -> None
   x = np.random.default_rng(5).random(n).astype(np.float32)
   import tinyjx.numpy as jnp
   with tinyjx.Context(TINYJX_DEVICE=device):
-    got = tinyjx.jit(lambda v: (jnp.sum(v), jnp.max(v), jnp.mean(v * v)))(jnp.asarray(x))
+    got = tinyjx.jit(lambda v: (jnp.sum(v), jnp.max(v), jnp.mean(v * v), v.reshape(-1, 10, 100).sum((0, 2))))(
+      jnp.asarray(x))
   exact = x.astype(np.float64)
   assert got[0].dtype == np.float32
   assert abs(float(got[0]) - exact.sum()) <= 4 * np.spacing(np.float32(exact.sum()))
   assert float(got[1]) == x.max()
   assert abs(float(got[2]) - (exact * exact).mean()) <= 1e-6 * (exact * exact).mean()
+  channels = exact.reshape(-1, 10, 100).sum((0, 2))              # per-channel sums of 1/10 of the elements each
+  assert np.all(np.abs(np.asarray(got[3]) - channels) <= 4 * np.spacing(channels.astype(np.float32)))
 
 def the_heuristics_chose_the_gpu_shapes(device) -> None:
   """Work groups for long reductions, two stages for a long full sum, tiles for a matmul and a convolution, local
@@ -142,6 +145,9 @@ def the_heuristics_chose_the_gpu_shapes(device) -> None:
   first, last = kernels_for(device, jnp.sum, f32(1_000_000))
   assert first.name.endswith('_partial') and reduces_in_groups(first)
   assert first.global_size[0] // first.local_size[0] >= 64      # many work groups, each writing one partial sum
+  first, last = kernels_for(device, lambda x: x.mean((0, 2)), f32(64, 8, 4096))   # a batch norm's means
+  assert first.name.endswith('_partial') and first.global_size[0] // first.local_size[0] >= 8 * 16
+  assert reduces_in_groups(last) and last.global_size[0] // last.local_size[0] == 8   # a group per channel
   [mm] = kernels_for(device, lambda a, b: a @ b, f32(257, 255), f32(255, 33))
   assert is_tiled_matmul(mm) and mm.local_size == (optimize_gpu.THREADS ** 2, 1)
   assert mm.global_size == (mm.local_size[0], 5)               # 33 columns: one tile of 64; 257 rows: five

@@ -17,9 +17,10 @@ renderer (dialects.py) only writes out what is decided here. Every kernel gets o
   accumulating a part, and a `GroupReduce` combines the parts in local memory (a tree, halving with a barrier per
   step), after which every thread holds the whole; independent inner loops (softmax's output row) are strided too,
   and stores of one value per group are made by thread 0. The grid loops stride over work groups, so every thread
-  of a group runs the same trip counts and reaches every barrier. A full reduction to a scalar is one group, or,
-  when long (`TWO_STAGE_MIN`), two kernels (`spread_reductions`): many groups each write a partial result, then one
-  group combines the partials. Sums are trees of short sequential runs, so float32 stays close to float64.
+  of a group runs the same trip counts and reaches every barrier. A long reduction to a few values (a full sum, a
+  batch norm's statistics per channel: fewer than SPREAD_POINTS, at least TWO_STAGE_MIN long) runs as two kernels
+  (`spread_reductions`): many groups per value each write a partial result, then one group (or work item) per value
+  combines its partials. Sums are trees of short sequential runs, so float32 stays close to float64.
 - tiled matmul: a sum of products whose operands each miss some output axis (a matmul, batched, transposed, with
   fused producers and epilogue; a convolution's window contraction too) becomes a `TiledMatmul`: each group owns a
   TM x TN tile of the output, each of its THREADS x THREADS threads a register tile of RM x RN results, and the
@@ -34,13 +35,14 @@ from dataclasses import dataclass
 from tinyjx import dtypes
 from tinyjx.uop import UOp, Ops, toposort, substitute
 from tinyjx.lower import symbolic as sym
-from tinyjx.lower.index import Loop, Decl, Update, Store, Kernel, Contraction, unflatten, load
+from tinyjx.lower.index import Loop, Decl, Update, Store, Kernel, Contraction, unflatten, load, flat_index
 
 MAX_DIMS = 3
 GROUP = 256                # threads of a work group, where the device allows that many
 GROUP_REDUCE_MIN = 64      # a reduction at least this long is shared by the threads of a work group
 SMALL_GRID = 2048          # grids of fewer points share even a strided reduction over a group's threads
-TWO_STAGE_MIN = 1 << 15    # a full reduction at least this long runs on many work groups first
+TWO_STAGE_MIN = 1 << 15    # a reduction at least this long to fewer than SPREAD_POINTS values runs on many groups
+SPREAD_POINTS = 128        # fewer work groups than this would leave most of a big GPU idle (an H200 has 132 SMs)
 PER_THREAD = 16            # elements each thread sums in the first stage of a two-stage reduction (at least)
 MAX_PARTIALS = 1024        # work groups of a first stage, at most
 MATMUL_MIN_WORK = 1 << 12  # multiply-adds below which a sum of products stays a plain reduction
@@ -247,11 +249,11 @@ def shared_statements(stmts: list, size: int, kernel_body: list):
   return out, strided
 
 def spread_reductions(st) -> None:
-  """A long full reduction to a scalar (one kernel that is only accumulations and stores) becomes two kernels on a
-  grid device: many work groups, each thread summing a strided part and each group its threads' parts, write one
-  partial result per group into a new intermediate buffer; then one group combines the partials and stores. In
-  place on the `Lowering` `st` (its slots, kernels and schedule items)."""
-  from tinyjx.lower.runtime import Slot
+  """A long reduction to a few values (a full sum to a scalar, a batch norm's statistics per channel: a kernel that is
+  only accumulations and stores below fewer than SPREAD_POINTS grid points) becomes two kernels on a grid device:
+  many work groups per point, each thread summing a strided part and each group its threads' parts, write one
+  partial result per group into a new intermediate buffer; then one group (or work item) per point combines that
+  point's partials and stores. In place on the `Lowering` `st` (its slots, kernels and schedule items)."""
   from tinyjx.lower.schedule import KernelItem
   facts = device_facts(st.device)
   kernels, items, at = [], [], 0
@@ -259,46 +261,66 @@ def spread_reductions(st) -> None:
     if isinstance(it, KernelItem):
       k = st.kernels[at]
       at += 1
-      first = first_stage(k, st, facts) if is_full_reduction(k) else None
-      if first is not None:
-        kernels.append(first)
+      if (found := few_long_reductions(k)) is not None:
+        kernels.append(first_stage(k, *found, st, facts))
         items.append(KernelItem([]))
       kernels.append(k)
     items.append(it)
   st.kernels, st.items = kernels, items
 
-def is_full_reduction(k: Kernel) -> bool:
-  """Only declarations, long reductions and stores at the top: a reduction of everything to scalars."""
-  return all(isinstance(s, (Decl, Store)) or isinstance(s, Loop) and is_reduction(s) for s in k.body) and \
-    not any(isinstance(s, Decl) and s.size for s in k.body) and reduction_length(k.body) >= TWO_STAGE_MIN and \
-    not reads_own_output(k)
+def few_long_reductions(k: Kernel):
+  """(grid loops, the statements below them) where `k` has only declarations, reductions and stores below fewer than
+  SPREAD_POINTS grid points, and a reduction at least TWO_STAGE_MIN long; else None."""
+  grid = grid_loops(k.body)
+  stmts = grid[-1].body if grid else k.body
+  if not all(isinstance(s, (Decl, Store)) or isinstance(s, Loop) and is_reduction(s) for s in stmts): return None
+  if any(isinstance(s, Decl) and s.size for s in stmts) or reads_own_output(k): return None
+  if math.prod(l.size for l in grid) >= SPREAD_POINTS or reduction_length(stmts) < TWO_STAGE_MIN: return None
+  return grid, stmts
 
-def first_stage(k: Kernel, st, facts: DeviceFacts) -> Kernel:
-  """The kernel writing the per-group partials of full reduction `k`; `k` then reduces the partials (in place)."""
+def rewritten(stmts: list, mapping: dict) -> list:
+  """Reduction statements (loops, declarations, updates) with their expressions' variables replaced by `mapping`."""
+  out = []
+  for s in stmts:
+    if isinstance(s, Loop): out.append(Loop(s.var, rewritten(s.body, mapping), acc=s.acc, serial=s.serial))
+    elif isinstance(s, Update): out.append(Update(s.acc, rewrite(s.value, mapping)))
+    else: out.append(s)
+  return out
+
+def first_stage(k: Kernel, grid: list, stmts: list, st, facts: DeviceFacts) -> Kernel:
+  """The kernel writing the per-group partials of `k`'s reductions (`grid` and `stmts` from `few_long_reductions`):
+  one grid loop q over points x groups, point q / groups, group q % groups. `k` then combines the partials (in
+  place)."""
   from tinyjx.lower.runtime import Slot
-  n = reduction_length(k.body)
+  n, points, sizes = reduction_length(stmts), math.prod(l.size for l in grid), [l.size for l in grid]
   size = group_size(facts, n)
-  groups = max(2, min(MAX_PARTIALS, n // (size * PER_THREAD)))
-  g = fresh_var(k.body, groups, [])
-  taken = [g] + [l.var for l in walk(k.body) if isinstance(l, Loop)]
+  groups = max(2, min(MAX_PARTIALS // points, n // (size * PER_THREAD)))
+  taken = [l.var for l in walk(k.body) if isinstance(l, Loop)]
+  q = fresh_var(k.body, points * groups, [])
+  taken.append(q)
+  point = dict(zip([l.var for l in grid], unflatten(sym.floordiv(q, groups), sizes)))
+  first = sym.add(sym.mul(sym.mod(q, groups), size), LID)
   body, strided, partial, final = [], {}, {}, []
-  for s in k.body:
+  for s in stmts:
     if isinstance(s, Decl): body.append(Decl(s.acc))
     elif isinstance(s, Loop):
-      loop = flatten(s, taken)
-      strided[id(loop)] = (sym.add(sym.mul(g, size), LID), groups * size)
-      body.append(loop)
-  for a in [s.acc for s in k.body if isinstance(s, Decl)]:
-    st.slots.append(Slot('tmp', (groups,), a.dtype))
+      body += rewritten([flatten(s, taken)], point)
+      strided[id(body[-1])] = (first, groups * size)
+  row = sym.mul(flat_index([l.var for l in grid], sizes), groups)
+  for a in [s.acc for s in stmts if isinstance(s, Decl)]:
+    st.slots.append(Slot('tmp', (points * groups,), a.dtype))
     partial[a] = UOp(Ops.DEFINE_GLOBAL, a.dtype, (), len(st.slots) - 1)
-    body += [GroupReduce(a), Store(partial[a], g, a, sym.lt(LID, 1))]
-    p = fresh_var(k.body + final, groups, taken)
-    final += [Decl(a), Loop(p, [Update(a, load(partial[a], p))], acc=a, serial=True)]
+    body += [GroupReduce(a), Store(partial[a], q, a, sym.lt(LID, 1))]
+    p = fresh_var(k.body, groups, taken)
+    taken.append(p)
+    final += [Decl(a), Loop(p, [Update(a, load(partial[a], sym.add(row, p)))], acc=a, serial=True)]
   reads = [x for x in k.args if x.arg not in k.outs]
-  stage = Kernel(k.name + "_partial", [Loop(g, body)], sorted(reads + list(partial.values()), key=lambda x: x.arg),
+  stage = Kernel(k.name + "_partial", [Loop(q, body)], sorted(reads + list(partial.values()), key=lambda x: x.arg),
                  tuple(x.arg for x in partial.values()), k.nodes)
   set_groups(stage, stage.body, size, strided)
-  k.body = final + [s for s in k.body if isinstance(s, Store)]
+  final += [s for s in stmts if isinstance(s, Store)]
+  if grid: grid[-1].body = final
+  else: k.body = final
   k.args = sorted(k.args + list(partial.values()), key=lambda x: x.arg)
   return stage
 
