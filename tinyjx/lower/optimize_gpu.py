@@ -91,6 +91,10 @@ class TiledMatmul(Contraction):
   def tm(self) -> int: return self.threads * self.rm
   @property
   def tn(self) -> int: return self.threads * self.rn
+  @property
+  def work(self) -> int:
+    """One group's share (the statement runs once per tile of the grid loops around it)."""
+    return 2 * self.m * self.n * self.k // (self.ti.arg[1] * self.tj.arg[1])
 
 # --- helpers ---
 def pow2_at_least(n: int) -> int: return 1 << max(0, (int(n) - 1).bit_length())
