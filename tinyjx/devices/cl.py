@@ -1,13 +1,14 @@
 """CL device: OpenCL C kernels, built by the OpenCL driver, through ctypes to `libOpenCL.so.1` (no pyopencl).
 
-Each `CL:i` is device i of the first OpenCL platform that has a device (TINYJX_CL_PLATFORM picks another by
-number). A handle is a `cl_mem`; an argument table is a list with one `(cl_mem, byte offset)` per buffer slot
-(an intermediate is a region of the executable's arena, so every kernel takes a base pointer and an offset per
-buffer); a program is one `cl_kernel` of a built program, and `launch` sets its arguments and enqueues it on
-the device's in-order queue over its global size, in work groups of its local size (both chosen by the lowering,
-lower/optimize_gpu.py, from the device's `max_local_size`, `local_memory_size` and `local_multiple`). Copies to the device are blocking writes, copies back blocking reads (the queue is
-in order, so a read sees every kernel queued before it); kernels of one run are queued back to back with no
-host synchronization between them, and `synchronize` is `clFinish`.
+Each `CL:i` is device i of the first OpenCL platform that has a device (TINYJX_CL_PLATFORM picks another by number).
+A handle is a `cl_mem`; an argument table is a list with one `(cl_mem, byte offset)` per buffer slot (an
+intermediate is a region of the executable's arena, so every kernel takes a base pointer and an offset per buffer);
+a program is one `cl_kernel` of a built program, and `launch` sets its arguments and enqueues it on the device's
+in-order queue over its global size, in work groups of its local size (both chosen by the lowering,
+lower/optimize_gpu.py, from the device's `max_local_size`, `local_memory_size` and `local_multiple`). Copies to the
+device are blocking writes, copies back blocking reads (the queue is in order, so a read sees every kernel queued
+before it); kernels of one run are queued back to back with no host synchronization between them, and `synchronize`
+is `clFinish`.
 
 Programs are cached on disk like the CPU device's libraries (`diskcache`): the first build of a source keeps
 the driver's program binary (`clGetProgramInfo(CL_PROGRAM_BINARIES)`) under a key of (source, platform,

@@ -22,11 +22,12 @@ its statement says (slices staged between barriers, a register tile per thread, 
 CUDA C++ (NVRTC): what differs from OpenCL C. Kernels are `extern "C" __global__` (unmangled names for
 cuModuleGetFunction) and take plain typed pointers: the host adds an intermediate's arena offset to the device
 pointer. Ids are `blockIdx/blockDim/threadIdx/gridDim` of the grid dimension (x innermost), local memory is
-`__shared__`, the barrier `__syncthreads()`; the device may cap the grid at CUDA's limits (the grid loops stride). NVRTC has no libc headers: the
-prelude defines the fixed-width types, their limits, NAN and INFINITY; the prelude's helpers are device
-functions through NVRTC's `-default-device`; bool is C++ bool, float16 its bits in uint16_t (the soft-half code);
-a bitcast is a union in a template (C++ has no compound literals). The device compiles with `--fmad=false`
-(nothing contracted), `-ftz=false`, `-prec-div=true`, `-prec-sqrt=true`, so results match the reference.
+`__shared__`, the barrier `__syncthreads()`, and `__launch_bounds__` says the block size; the device may cap the
+grid at CUDA's limits (the grid loops stride). NVRTC has no libc headers: the prelude defines the fixed-width types,
+their limits, NAN and INFINITY; the prelude's helpers are device functions through NVRTC's `-default-device`; bool
+is C++ bool, float16 its bits in uint16_t (the soft-half code); a bitcast is a union in a template (C++ has no
+compound literals). The device compiles with `--fmad=false` (nothing contracted), `-ftz=false`, `-prec-div=true`,
+`-prec-sqrt=true`, so results match the reference.
 """
 from __future__ import annotations
 import math
@@ -185,7 +186,9 @@ class OpenCLRenderer(CRenderer):
     if not k.groups: return []
     arrays: dict = {}
     for s in walk(k.body):
-      if isinstance(s, GroupReduce): arrays[f"tjx_red_{self.acc_type(s.acc)}"] = (self.acc_type(s.acc), k.local_size[0])
+      if isinstance(s, GroupReduce):
+        t = self.acc_type(s.acc)
+        arrays[f"tjx_red_{t}"] = (t, k.local_size[0])
       if isinstance(s, TiledMatmul):
         t = self.type_names[s.dtype]
         arrays.update(tjx_xs=(t, s.tk * s.tm), tjx_ys=(t, s.tk * s.tn))
