@@ -144,6 +144,7 @@ def the_heuristics_chose_the_gpu_shapes(device) -> None:
   assert not short.groups and short.global_size[0] % short.local_size[0] == 0 and short.global_size[0] >= 17
   first, last = kernels_for(device, jnp.sum, f32(1_000_000))
   assert first.name.endswith('_partial') and reduces_in_groups(first)
+  assert first.flops // 1000 == 1000               # each element added once (DEBUG=2), not once per group
   assert first.global_size[0] // first.local_size[0] >= 64      # many work groups, each writing one partial sum
   first, last = kernels_for(device, lambda x: x.mean((0, 2)), f32(64, 8, 4096))   # a batch norm's means
   assert first.name.endswith('_partial') and first.global_size[0] // first.local_size[0] >= 8 * 16

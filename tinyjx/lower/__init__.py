@@ -32,7 +32,7 @@ from tinyjx.lower.index import build_kernel, NeedsBuffer
 from tinyjx.lower.memory import plan
 from tinyjx.lower.optimize import (is_matmul, as_matmul, as_column_reduction, split_reductions, stash_shared,
                                    block_sums, mark_parallel, estimate)
-from tinyjx.lower.optimize_gpu import as_grid, spread_reductions
+from tinyjx.lower.optimize_gpu import as_grid, spread_reductions, spread_of
 from tinyjx.lower.dialects import RENDERERS
 from tinyjx.lower.runtime import Executable, Slot, KernelCall, InterpretedStep, step_rules
 from tinyjx.lower import steps  # noqa: F401  (fills step_rules: control flow and collectives as runtime steps)
@@ -127,7 +127,9 @@ def do_spread_reductions(st: Lowering) -> Lowering:
 
 def do_estimate(st: Lowering) -> Lowering:
   sizes = {i: s.nbytes for i, s in enumerate(st.slots)}
-  for k in st.kernels: estimate(k, sizes)
+  for k in st.kernels:
+    estimate(k, sizes)
+    if k.strided: k.flops //= spread_of(k)   # a loop spread over many groups runs once in all
   return st
 
 def do_steps_and_memory(st: Lowering) -> Lowering:

@@ -328,6 +328,11 @@ def first_stage(k: Kernel, grid: list, stmts: list, st, facts: DeviceFacts) -> K
   k.args = sorted(k.args + list(partial.values()), key=lambda x: x.arg)
   return stage
 
+def spread_of(k: Kernel) -> int:
+  """How many work groups share each of `k`'s strided loops: 1, but in the first stage of a two-stage reduction
+  (where the loop counted once per group would count each element that many times)."""
+  return max([step // k.local_size[0] for _, step in k.strided.values()] + [1])
+
 def sum_of_products(k: Kernel):
   """(output loops, contraction loops, accumulator, store, x, y) where `k` is a perfect nest of independent loops
   around `acc = sum(x * y)` over a perfect nest of contraction loops and one store; else None."""
