@@ -236,8 +236,9 @@ def shared_statements(stmts: list, size: int, kernel_body: list):
   accumulators)."""
   first = sym.lt(LID, 1)
   mine = {s.acc for s in stmts if isinstance(s, Decl)}
+  last = {u.acc: i for i, s in enumerate(stmts) if isinstance(s, Loop) for u in walk([s]) if isinstance(u, Update)}
   out, strided, taken = [], {}, [l.var for l in walk(kernel_body) if isinstance(l, Loop)]
-  for s in stmts:
+  for i, s in enumerate(stmts):
     if isinstance(s, Decl) and not s.size: out.append(s)
     elif isinstance(s, Store): out.append(Store(s.buf, s.idx, s.value, sym.and_(s.valid, first)))
     elif isinstance(s, Loop) and not s.serial:
@@ -247,8 +248,8 @@ def shared_statements(stmts: list, size: int, kernel_body: list):
     elif isinstance(s, Loop) and is_reduction(s):
       loop = flatten(s, taken)
       strided[id(loop)] = (LID, size)
-      updated = {u.acc for u in walk([loop]) if isinstance(u, Update)}
-      out += [loop] + [GroupReduce(a) for a in sorted(updated & mine, key=lambda a: a.arg[0])]
+      done = [a for a in mine if last.get(a) == i]    # combined once its last loop is done, never twice
+      out += [loop] + [GroupReduce(a) for a in sorted(done, key=lambda a: a.arg[0])]
     else: return None
   return out, strided
 
