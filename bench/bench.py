@@ -4,9 +4,11 @@ Run from the repository root: `python bench/bench.py`, or with a Python that has
 test-only virtual environment, never a dependency: `pip install jax torch==2.13.0`) to add them. A peer that is not
 installed is said so and skipped.
 Prints one table: the median time of each workload per library (each library timed in a process of its
-own, the best of two turns), tinyjx's speedup over numpy, and tinyjx's
-GFLOP/s where the flop count is well defined. Then the first call of the jitted MLP training step in a
-fresh process, with a cold and with a warm disk cache. Options: `--quick` (fewer repeats), `--only NAME`.
+own, the best of two turns), tinyjx's speedup over numpy, tinyjx's GFLOP/s where the flop count is well defined
+and its GB/s (the bytes the workload must read and write, at least) for the memory-bound rows. Then the first call
+of the jitted MLP training step in a fresh process, with a cold and with a warm disk cache. Options: `--quick`
+(fewer repeats), `--only NAME`, `--device CPU|CL|CUDA` (where tinyjx runs: its inputs are put on that device and
+its jitted functions run there; numpy and the peers are unchanged).
 
 Timing assertions do not belong in tests; the floors this project aims for are in the issue notes.
 """
@@ -68,7 +70,7 @@ def gelu_chain(n=4 * 1024 * 1024):
     fns['torch'] = lambda: tgelu(tgx * tga + tgb, approximate='tanh')
   check = np.asarray(f(tx, ta, tb))
   np.testing.assert_allclose(check, gelu_np(x * a + b), rtol=1e-4, atol=1e-5)
-  return fns, 12 * n
+  return fns, 12 * n, 4 * 4 * n                 # reads x, a, b and writes the result
 
 def matmul(n):
   import tinyjx, tinyjx.numpy as jnp
@@ -87,7 +89,7 @@ def matmul(n):
     pa, pb = torch.from_numpy(a), torch.from_numpy(b)
     fns['torch'] = lambda: pa @ pb
   np.testing.assert_allclose(np.asarray(f(ta, tb)), a @ b, rtol=2e-3, atol=2e-3)
-  return fns, 2 * n ** 3
+  return fns, 2 * n ** 3, 3 * 4 * n * n
 
 def softmax_np(x):
   e = np.exp(x - x.max(axis=-1, keepdims=True))
@@ -110,7 +112,7 @@ def softmax_rows(shape=(4096, 1024)):
     px = torch.from_numpy(x)
     fns['torch'] = lambda: torch.softmax(px, dim=-1)
   np.testing.assert_allclose(np.asarray(f(tx)), softmax_np(x), rtol=1e-5, atol=1e-7)
-  return fns, 5 * x.size
+  return fns, 5 * x.size, 2 * x.nbytes         # reads x once and writes the result, at best
 
 # --- the MLP training step (784-512-512-10, batch 512, Adam) ---
 SIZES, BATCH, LR, B1, B2, EPS = (784, 512, 512, 10), 512, 1e-3, 0.9, 0.999, 1e-8
@@ -218,7 +220,7 @@ def mlp_step_bench():
   torch = load_torch()
   if torch: fns['torch'] = torch_mlp_step(torch, params, x, y, loss_np)
   flops = 3 * 2 * BATCH * sum(a * b for a, b in zip(SIZES, SIZES[1:]))
-  return fns, flops
+  return fns, flops, 0
 
 def torch_mlp_step(torch, params, x, y, loss_np):
   """The same step in PyTorch eager (autograd and torch.optim.Adam with the same hyperparameters)."""
@@ -258,11 +260,12 @@ t2 = time.perf_counter()
 print(f"{{t1 - t0:.3f}} {{t2 - t1:.3f}}")
 """
 
-def first_call_times() -> dict:
-  """Import time and first-call time of the jitted MLP step in fresh processes: cold, then warm disk cache."""
+def first_call_times(device: str = '') -> dict:
+  """Import time and first-call time of the jitted MLP step in fresh processes (tinyjx on `device`): cold, then warm
+  disk cache."""
   out = {}
   with tempfile.TemporaryDirectory() as cache:
-    env = dict(os.environ, TINYJX_CACHE_DIR=cache)
+    env = dict(os.environ, TINYJX_CACHE_DIR=cache, TINYJX_DEVICE=device)
     code = FIRST_CALL.format(root=ROOT, bench=os.path.dirname(os.path.abspath(__file__)))
     for label in ('cold', 'warm'):
       res = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True)
@@ -285,31 +288,35 @@ def worker(name: str, lib: str, repeats: int) -> None:
   """One library on one workload, alone in this process: prints its median time in seconds."""
   if lib != 'jax': os.environ['TINYJX_BENCH_NO_JAX'] = '1'
   if lib != 'torch': os.environ['TINYJX_BENCH_NO_TORCH'] = '1'
-  fns, flops = WORKLOADS[name]()
-  print(median_time(fns[lib], repeats), flops)
+  fns, flops, nbytes = WORKLOADS[name]()
+  print(median_time(fns[lib], repeats), flops, nbytes)
 
 PEERS = ('jax', 'torch')
 
-def measure(name: str, repeats: int, rounds: int = 2) -> tuple[dict, int]:
+def measure(name: str, repeats: int, device: str = '', rounds: int = 2) -> tuple[dict, int, int]:
   """Each library in a process of its own (three thread pools in one process fight over two cores: the one
-  that ran last still spins while the next one starts), in `rounds` alternating turns; the best median."""
+  that ran last still spins while the next one starts), in `rounds` alternating turns; the best median. tinyjx
+  runs on `device` ('' for its default)."""
   import importlib.util
   libs = ['numpy', 'tinyjx'] + [lib for lib in PEERS if importlib.util.find_spec(lib)]
   times: dict = {}
   for _ in range(rounds):
     for lib in libs:
+      env = dict(os.environ, TINYJX_DEVICE=device) if lib == 'tinyjx' and device else None
       res = subprocess.run([sys.executable, os.path.abspath(__file__), '--worker', name, lib, '--repeats',
-                            str(repeats)], capture_output=True, text=True, cwd=ROOT)
+                            str(repeats)], capture_output=True, text=True, cwd=ROOT, env=env)
       if res.returncode: raise RuntimeError(f"{lib} worker failed: {res.stderr.strip().splitlines()[-1:]}")
-      t, flops = float(res.stdout.split()[-2]), int(res.stdout.split()[-1])
+      t, flops, nbytes = float(res.stdout.split()[-3]), int(res.stdout.split()[-2]), int(res.stdout.split()[-1])
       times[lib] = min(times.get(lib, t), t)
-  return times, flops
+  return times, flops, nbytes
 
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument('--quick', action='store_true', help='fewer repeats')
   ap.add_argument('--only', default='', help='run workloads whose name contains this text')
   ap.add_argument('--no-first-call', action='store_true', help='skip the fresh-process first-call timing')
+  ap.add_argument('--device', default='', type=str.upper, choices=['', 'CPU', 'CL', 'CUDA'],
+                  help="the device tinyjx runs on (numpy and the peers run as always)")
   ap.add_argument('--worker', nargs=2, metavar=('WORKLOAD', 'LIB'), help=argparse.SUPPRESS)
   ap.add_argument('--repeats', type=int, default=0, help=argparse.SUPPRESS)
   args = ap.parse_args()
@@ -319,17 +326,18 @@ def main() -> None:
   for name in WORKLOADS:
     if args.only and args.only not in name: continue
     try:
-      times, flops = measure(name, repeats)
+      times, flops, nbytes = measure(name, repeats, args.device)
     except Exception as e:  # a missing feature shows as a row, the other rows still run
-      rows.append((name, {}, 0, f"{type(e).__name__}: {e}"))
+      rows.append((name, {}, 0, 0, f"{type(e).__name__}: {e}"))
       continue
-    rows.append((name, times, flops, ""))
+    rows.append((name, times, flops, nbytes, ""))
   import importlib.util
   missing = [lib for lib in PEERS if not importlib.util.find_spec(lib)]
   if missing: print(f"not installed, skipped: {', '.join(missing)} (install them in a test-only venv to compare)")
-  print(f"\n{'workload':<36}{'numpy ms':>10}{'tinyjx ms':>11}{'jax ms':>9}{'torch ms':>10}{'vs numpy':>10}"
-        f"{'vs best peer':>14}{'tinyjx GFLOP/s':>16}")
-  for name, times, flops, err in rows:
+  print(f"\ntinyjx on {args.device or 'its default device'}")
+  print(f"{'workload':<36}{'numpy ms':>10}{'tinyjx ms':>11}{'jax ms':>9}{'torch ms':>10}{'vs numpy':>10}"
+        f"{'vs best peer':>14}{'tinyjx GFLOP/s':>16}{'tinyjx GB/s':>13}")
+  for name, times, flops, nbytes, err in rows:
     if err:
       print(f"{name:<36}  error: {err[:100]}")
       continue
@@ -338,9 +346,11 @@ def main() -> None:
     cols = "".join(f"{times[lib] * 1e3:{w}.2f}" if lib in times else f"{'-':>{w}}"
                    for lib, w in (('jax', 9), ('torch', 10)))
     best = f"{min(peers) / t_tj:13.2f}x" if peers else f"{'-':>14}"   # above 1: faster than every peer
-    print(f"{name:<36}{t_np * 1e3:10.2f}{t_tj * 1e3:11.2f}{cols}{t_np / t_tj:9.2f}x{best}{flops / t_tj / 1e9:16.1f}")
+    gbs = f"{nbytes / t_tj / 1e9:13.1f}" if nbytes and 'matmul' not in name else f"{'-':>13}"
+    print(f"{name:<36}{t_np * 1e3:10.2f}{t_tj * 1e3:11.2f}{cols}{t_np / t_tj:9.2f}x{best}{flops / t_tj / 1e9:16.1f}"
+          f"{gbs}")
   if not args.no_first_call and not args.only:
-    fc = first_call_times()
+    fc = first_call_times(args.device)
     for label, v in fc.items():
       txt = v if isinstance(v, str) else f"import {v[0]:.2f} s, first call {v[1]:.2f} s"
       print(f"MLP step, fresh process, {label} disk cache: {txt}")

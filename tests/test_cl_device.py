@@ -104,3 +104,40 @@ def test_pmap_over_two_opencl_devices():
   x = np.arange(6.0).reshape(2, 3)
   assert n == 2 and s == [x.sum(0).tolist()] * 2 and i == [0, 1]
   assert g == [(2 * x).tolist()] * 2 and again == [(2 * 2 * x[0]).tolist()] * 2   # g[:, 0] is 2x[0] twice
+
+# --- the GPU kernel shape: work groups, reductions in local memory, tiled matmul (lower/optimize_gpu.py) ---
+@pytest.mark.parametrize('m,n,k', device_checks.MATMUL_SIZES)
+def test_tiled_matmul_at_every_edge(m, n, k):
+  device_checks.matmul_matches_at_the_edges('CL', m, n, k)
+
+@pytest.mark.parametrize('m,n,k', [(1, 257, 33), (257, 7, 255), (33, 31, 257)])
+def test_tiled_matmul_in_float64(m, n, k):
+  if not devices.get('CL').has_float64: pytest.skip("the OpenCL device has no cl_khr_fp64")
+  device_checks.matmul_matches_at_the_edges('CL', m, n, k, np.float64)
+
+def test_transposed_and_batched_matmuls():
+  device_checks.transposed_and_batched_matmuls('CL')
+
+def test_long_reductions_shared_by_a_work_group():
+  device_checks.long_reductions_match('CL')
+
+def test_a_million_float32s_sum_like_float64():
+  device_checks.a_million_float32s_sum_like_float64('CL')
+
+def test_the_heuristics_chose_the_gpu_shapes():
+  device_checks.the_heuristics_chose_the_gpu_shapes(devices.get('CL'))
+
+def test_the_opencl_source_shares_rows_and_tiles_through_local_memory():
+  from tinyjx.lower import lower
+  jaxpr = tinyjx.make_jaxpr(lambda x, w: (nn.softmax(x, axis=-1), x @ w))(rand(9, 500), rand(500, 70))
+  src = lower(devices.get('CL'), jaxpr.params, jaxpr.outs).source
+  assert '__local float tjx_red_float[256];' in src and '__local float tjx_xs[' in src
+  assert 'reqd_work_group_size(256, 1, 1)' in src and src.count('barrier(CLK_LOCAL_MEM_FENCE);') >= 8
+  assert 'get_group_id(0)' in src and 'get_local_id(0)' in src
+
+def test_a_convolution_runs_as_a_tiled_matmul():
+  x, w = rand(2, 8, 12, 12), rand(16, 8, 3, 3)
+  conv = lambda x, w: (nn.relu(tinyjx.lax.conv(x, w, (1, 1), 'SAME')), tinyjx.grad(
+    lambda w: jnp.sum(tinyjx.lax.conv(x, w, (2, 2), 'VALID') ** 2))(w))
+  got, want = device_checks.run_on('CL', conv, x, w)
+  device_checks.assert_close(got, want, 2e-5, scale=50)

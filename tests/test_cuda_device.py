@@ -5,7 +5,8 @@ gather/scatter, cumsum, sort, control flow, random bits, a jitted MLP training s
 is lowered for CUDA and compiled by NVRTC to PTX; a source NVRTC rejects gives CUDABuildError with its log; a
 missing driver or NVRTC gives an error that says what to install. Skipped where NVRTC is not installed (`.ci/run`
 installs the `nvidia-cuda-nvrtc-cu12` wheel). The same programs also run on an emulated GPU: the CUDA device itself,
-its ctypes calls included, on a fake `libcuda` (`FAKE_DRIVER`: host memory, every thread of a launch run in turn)
+its ctypes calls included, on a fake `libcuda` (`FAKE_DRIVER`: host memory, the blocks of a launch run in turn, the
+threads of a block as host threads meeting at a barrier for `__syncthreads()`)
 with the generated CUDA source compiled by g++ against a small header standing in for CUDA's built-ins, so what the
 renderer writes and how the device launches it are checked against the reference here too, not only that it compiles.
 
@@ -104,6 +105,12 @@ PROGRAMS = {
   'random': (random_bits, (np.asarray(random.PRNGKey(3)),), False, 2e-5),
   'mlp_step': (mlp_step, (MLP_PARAMS, rand(10, 12), ints(10, lo=0, hi=4)), False, 1e-4),
   'conv': (conv_and_grad, (rand(2, 3, 6, 6), rand(4, 3, 3, 3)), False, 1e-4),
+  # the GPU kernel shape: a tiled matmul (transposed, batched), rows shared by work groups, a two-stage full sum
+  'matmul_tiles': (lambda x, w, b: (x @ w, x.T @ x, jnp.einsum('bij,bjk->bik', b, b.transpose(0, 2, 1))),
+                   (rand(70, 33), rand(33, 65), rand(3, 20, 40)), False, 1e-4),
+  'long_rows': (lambda x: (nn.softmax(x, axis=-1), x.sum(1), x.max(1), x.sum(0)), (rand(3, 700),), False, 1e-4),
+  'full_sum': (lambda x: (jnp.sum(x), jnp.min(x), x.reshape(32, 4, 1024).sum((0, 2))), (rand(1 << 17),), False,
+               1e-4),
 }
 
 def as_arrays(args): return tinyjx.tree_util.tree_map(jnp.asarray, args)
@@ -131,16 +138,17 @@ def test_a_cubin_for_hopper(tmp_path):
   """ptxas runs too for an sm_ architecture: what an H100/H200 loads."""
   nv = cuda.nvrtc()
   if 90 not in nv.archs: pytest.skip(f"{nv!r} does not know sm_90")
-  f, args, _, _ = PROGRAMS['mlp_step']
-  with tinyjx.Context(TINYJX_CACHE_DIR=str(tmp_path)):
-    report = cuda.compile_check(tinyjx.jit(f), *as_arrays(args), arch='sm_90')
-  assert all(b[:4] == b'\x7fELF' for b in report.binaries)
+  for name in ('mlp_step', 'matmul_tiles', 'long_rows', 'full_sum'):   # with work groups, shared memory, barriers
+    f, args, _, _ = PROGRAMS[name]
+    with tinyjx.Context(TINYJX_CACHE_DIR=str(tmp_path)):
+      report = cuda.compile_check(tinyjx.jit(f), *as_arrays(args), arch='sm_90')
+    assert all(b[:4] == b'\x7fELF' for b in report.binaries), name
   assert list(tmp_path.glob('*.cubin'))
 
 @needs_nvrtc
 def test_the_source_is_the_cuda_dialect():
   src = cuda.compile_check(lambda x, y: jnp.where(x > 0, x, y).sum(1), rand(70, 5), rand(70, 5)).sources[0]
-  assert 'extern "C" __global__ void k0_' in src and '__restrict__' in src
+  assert re.search(r'extern "C" __global__ __launch_bounds__\(\d+\) void k0_', src) and '__restrict__' in src
   assert 'blockIdx.x * (int64_t)blockDim.x + threadIdx.x' in src and 'gridDim.x' in src   # a grid-stride loop
   assert '#pragma omp' not in src and 'malloc' not in src
 
@@ -212,10 +220,17 @@ def test_tinyjx_device_cuda_without_a_gpu_names_what_is_missing():
 # --- without a GPU: the CUDA device on an emulated GPU (a fake driver; the kernels run on the host) ---
 MATH = ("exp log expm1 log1p sin cos tan asin acos atan sinh cosh tanh sqrt floor ceil rint trunc fabs fmod pow "
         "atan2 erf nearbyint frexp").split()
+# Prepended to the kernels' source: CUDA's built-ins. Thread indices are per host thread; `__shared__` memory is one
+# static array per kernel (blocks run one after another); `__syncthreads()` waits at the launcher's barrier.
 EMULATION_HEADER = "\n".join([
   "struct tjx_dim3 { unsigned x, y, z; };",
-  "static tjx_dim3 blockIdx, blockDim, threadIdx, gridDim;",
+  "extern thread_local tjx_dim3 blockIdx, threadIdx;",
+  "extern tjx_dim3 blockDim, gridDim;",
+  "void tjx_syncthreads();",
   "#define __global__",
+  "#define __launch_bounds__(threads)",
+  "#define __shared__ static",
+  "#define __syncthreads() tjx_syncthreads()",
   "template <class B, class A> static inline B tjx_pun(A a) { B b; __builtin_memcpy(&b, &a, sizeof b); return b; }",
   "#define __int_as_float(b) tjx_pun<float>((int)(b))",
   "#define __uint_as_float(b) tjx_pun<float>((unsigned)(b))",
@@ -223,21 +238,54 @@ EMULATION_HEADER = "\n".join([
   "#define signbit __builtin_signbit",
   *[f"#define {m}{f} __builtin_{m}{f}" for m in MATH for f in ('', 'f')], ""])
 MAX_ARGS = 24
+# A translation unit of its own (the kernels' prelude defines int64_t its own way, pthread.h another): a launch runs
+# each thread of a block as a host thread, the block's threads meeting at one barrier for `__syncthreads()`; each
+# thread runs its part of every block in turn, and the threads meet again between blocks, so one block's shared
+# memory is done with before the next block uses it.
 EMULATION_LAUNCHER = f"""
+#include <pthread.h>
+#include <vector>
+struct tjx_dim3 {{ unsigned x, y, z; }};
+thread_local tjx_dim3 blockIdx, threadIdx;
+tjx_dim3 blockDim, gridDim;
+static pthread_barrier_t block_barrier;
+void tjx_syncthreads() {{ pthread_barrier_wait(&block_barrier); }}
 typedef void (*tjx_kernel)({', '.join(['void*'] * MAX_ARGS)});
+struct tjx_thread {{ void* kernel; void** a; unsigned t; }};
+static void* run_thread(void* p) {{
+  const tjx_thread* me = (const tjx_thread*)p;
+  threadIdx = {{me->t % blockDim.x, me->t / blockDim.x % blockDim.y, me->t / (blockDim.x * blockDim.y)}};
+  void** a = me->a;
+  for (unsigned bz = 0; bz < gridDim.z; bz++) for (unsigned by = 0; by < gridDim.y; by++)
+  for (unsigned bx = 0; bx < gridDim.x; bx++) {{
+    blockIdx = {{bx, by, bz}};
+    ((tjx_kernel)me->kernel)({', '.join(f'a[{i}]' for i in range(MAX_ARGS))});
+    pthread_barrier_wait(&block_barrier);
+  }}
+  return 0;
+}}
 extern "C" void tjx_emulate(void* k, void** a, const unsigned* g, const unsigned* b) {{
   gridDim = {{g[0], g[1], g[2]}}; blockDim = {{b[0], b[1], b[2]}};
-  for (unsigned bz = 0; bz < g[2]; bz++) for (unsigned by = 0; by < g[1]; by++)
-  for (unsigned bx = 0; bx < g[0]; bx++) for (unsigned tz = 0; tz < b[2]; tz++)
-  for (unsigned ty = 0; ty < b[1]; ty++) for (unsigned tx = 0; tx < b[0]; tx++) {{
-    blockIdx = {{bx, by, bz}}; threadIdx = {{tx, ty, tz}};
-    ((tjx_kernel)k)({', '.join(f'a[{i}]' for i in range(MAX_ARGS))});
+  const unsigned n = b[0] * b[1] * b[2];
+  pthread_barrier_init(&block_barrier, 0, n);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 1 << 18);
+  std::vector<pthread_t> threads(n);
+  std::vector<tjx_thread> work(n);
+  for (unsigned t = 0; t < n; t++) {{
+    work[t] = {{k, a, t}};
+    pthread_create(&threads[t], &attr, run_thread, &work[t]);
   }}
+  for (unsigned t = 0; t < n; t++) pthread_join(threads[t], 0);
+  pthread_attr_destroy(&attr);
+  pthread_barrier_destroy(&block_barrier);
 }}
 """
 
 # A stand-in for libcuda.so.1: memory is host memory, a "module" is the path of a shared library of the kernels
-# (see `emulated_module`), and a launch runs every thread of the grid in turn through the module's `tjx_emulate`.
+# (see `emulated_module`), and a launch runs the grid's blocks in turn, each block's threads as host threads, through
+# the module's `tjx_emulate`.
 FAKE_DRIVER = r"""
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -251,7 +299,10 @@ int cuDriverGetVersion(int* v) { *v = 13000; return 0; }
 int cuDeviceGetCount(int* n) { *n = 64; return 0; }
 int cuDeviceGet(int* d, int i) { *d = i; return 0; }
 int cuDeviceGetName(char* s, int n, int d) { snprintf(s, n, "emulated GPU %d", d); return 0; }
-int cuDeviceGetAttribute(int* v, int a, int d) { *v = a == 75 ? 9 : a == 76 ? 0 : a == 1 ? 1024 : 0; return 0; }
+int cuDeviceGetAttribute(int* v, int a, int d) {   /* compute 9.0, 1024 threads, 48 KiB shared memory, warps of 32 */
+  *v = a == 75 ? 9 : a == 76 ? 0 : a == 1 ? 1024 : a == 8 ? 49152 : a == 10 ? 32 : 0;
+  return 0;
+}
 int cuDevicePrimaryCtxRetain(void** c, int d) { *c = (void*)(size_t)(d + 1); return 0; }
 int cuCtxSetCurrent(void* c) { return c ? 0 : 201; }
 int cuCtxSynchronize(void) { return 0; }
@@ -288,14 +339,15 @@ FAKE_INDEX = 63   # the fake GPU is CUDA:63, so nothing compiled for it is cache
 
 def emulated_module(source: str, directory: str) -> bytes:
   """What the fake driver loads for `source`: the path of a library of its kernels, compiled by g++ with the
-  emulation header and launcher, with each kernel's parameter count exported."""
-  params = re.findall(r'__global__ void (\w+)\(([^)]*)\)', source)
+  emulation header, each kernel's parameter count exported, and linked with the launcher."""
+  params = re.findall(r'__global__ __launch_bounds__\(\d+\) void (\w+)\(([^)]*)\)', source)
   counts = "".join(f'extern "C" const int tjx_nargs_{k} = {len(p.split(","))};\n' for k, p in params)
   path = os.path.join(directory, hashlib.sha256(source.encode()).hexdigest()[:16])
   if not os.path.exists(path + '.so'):
-    with open(path + '.cpp', 'w') as f: f.write(EMULATION_HEADER + source + EMULATION_LAUNCHER + counts)
-    subprocess.run(['g++', '-std=c++17', '-O1', '-w', '-ffp-contract=off', '-fPIC', '-shared', path + '.cpp', '-o',
-                    path + '.so', '-lm'], check=True, capture_output=True)
+    with open(path + '.cpp', 'w') as f: f.write(EMULATION_HEADER + source + counts)
+    with open(path + '_launch.cpp', 'w') as f: f.write(EMULATION_LAUNCHER)
+    subprocess.run(['g++', '-std=c++17', '-O1', '-w', '-ffp-contract=off', '-fPIC', '-shared', path + '.cpp',
+                    path + '_launch.cpp', '-o', path + '.so', '-lm', '-pthread'], check=True, capture_output=True)
   return (path + '.so').encode()
 
 @pytest.fixture(scope='module')
@@ -388,3 +440,58 @@ def test_a_kernel_that_fails_to_build_on_the_gpu_shows_the_log(tmp_path):
   with tinyjx.Context(TINYJX_CACHE_DIR=str(tmp_path)):
     with pytest.raises(cuda.CUDABuildError, match="undefined_name"):
       devices.get('CUDA').compile('extern "C" __global__ void broken(float* b) { b[0] = undefined_name; }')
+
+# --- the GPU kernel shape (lower/optimize_gpu.py) ---
+@needs_nvrtc
+def test_the_heuristics_chose_the_gpu_shapes_for_cuda():
+  device_checks.the_heuristics_chose_the_gpu_shapes(cuda.CUDACompileOnly())
+
+@needs_nvrtc
+def test_every_thread_of_a_block_reaches_every_barrier():
+  """Barriers (`__syncthreads()`) sit only in loops every thread of the block runs alike, never in a thread's own
+  strided loop or a branch on the thread: a block never deadlocks, even with its grid capped."""
+  f = lambda x, a, b, v: (nn.softmax(x, axis=-1), a @ b, jnp.einsum('bij,bkj->bik', b[None], a.T[None].repeat(2, 0)),
+                          jnp.sum(v))
+  src = cuda.compile_check(f, rand(9, 500), rand(70, 40), rand(40, 70), rand(1 << 16)).sources[0]
+  assert '__shared__' in src and device_checks.barriers_are_uniform(src) >= 8
+
+@needs_nvrtc
+@pytest.mark.parametrize('m,n,k,dtype', [(1, 33, 257, np.float32), (33, 7, 255, np.float32), (257, 31, 33, np.float32),
+                                         (31, 257, 7, np.float32), (33, 65, 40, np.float64)])
+def test_tiled_matmul_at_the_edges_on_an_emulated_gpu(m, n, k, dtype, fake_gpu):
+  device_checks.matmul_matches_at_the_edges(fake_gpu.name, m, n, k, dtype)
+
+@needs_nvrtc
+def test_a_capped_grid_strides_over_work_groups_on_an_emulated_gpu(fake_gpu, monkeypatch):
+  """With CUDA's grid limits made tiny, each block strides over several work groups (rows, tiles, partial sums), its
+  threads meeting at every barrier of each."""
+  monkeypatch.setattr(cuda, 'MAX_GRID', (2, 2, 2))
+  f = lambda x, a, b, v: (nn.softmax(x, axis=-1), a @ b, jnp.einsum('bij,bjk->bik', a[None].repeat(3, 0), b[None]),
+                          jnp.sum(v))
+  got, want = device_checks.run_on(fake_gpu.name, f, rand(5, 300), rand(70, 40), rand(40, 70), rand(1 << 16))
+  device_checks.assert_close(got, want, 1e-4, scale=10)
+
+@needs_gpu
+@pytest.mark.parametrize('m,n,k', device_checks.MATMUL_SIZES)
+def test_tiled_matmul_at_every_edge_on_the_gpu(m, n, k):
+  device_checks.matmul_matches_at_the_edges('CUDA', m, n, k)
+  device_checks.matmul_matches_at_the_edges('CUDA', m, n, k, np.float64)
+
+@needs_gpu
+def test_the_gpu_shapes_on_the_gpu():
+  device_checks.the_heuristics_chose_the_gpu_shapes(devices.get('CUDA'))
+  device_checks.transposed_and_batched_matmuls('CUDA')
+  device_checks.long_reductions_match('CUDA')
+  device_checks.a_million_float32s_sum_like_float64('CUDA', n=10_000_000)
+
+@needs_gpu
+def test_a_large_matmul_and_softmax_on_the_gpu():
+  a, b = rand(1024, 1536), rand(1536, 2048)
+  x = rand(4096, 4096)
+  with tinyjx.Context(TINYJX_DEVICE='CUDA'):
+    got = tinyjx.jit(lambda a, b: a @ b)(jnp.asarray(a), jnp.asarray(b))
+    s = tinyjx.jit(lambda x: nn.softmax(x, axis=-1))(jnp.asarray(x))
+  np.testing.assert_allclose(np.asarray(got), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3 * np.sqrt(1536))
+  np.testing.assert_allclose(np.asarray(s).sum(1), np.ones(4096), rtol=1e-5)
+  e = np.exp(x - x.max(1, keepdims=True))
+  np.testing.assert_allclose(np.asarray(s), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)

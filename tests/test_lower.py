@@ -133,7 +133,8 @@ def test_the_pipeline_is_an_ordered_list_of_named_passes():
   names = [name for name, _ in lower.PASSES]
   assert names[:3] == ['simplify', 'decompose', 'schedule+index'] and names[-2:] == ['render', 'compile']
   assert [n for n, _ in lower.passes('as_matmul', 'estimate')] == [
-    'as_matmul', 'as_column_reduction', 'split_reductions', 'stash_shared', 'block_sums', 'mark_parallel', 'grid',
+    'as_matmul', 'as_column_reduction', 'split_reductions', 'stash_shared', 'block_sums', 'mark_parallel',
+    'spread_reductions', 'grid',
     'estimate']                                   # the sub-passes of optimize, each a named entry
   assert all(callable(fn) for _, fn in lower.PASSES)
   with pytest.raises(KeyError, match="no lowering pass 'optimize'"): lower.passes(last='optimize')
@@ -316,3 +317,20 @@ def test_a_reduction_over_a_matmul_keeps_the_matmul_kernel():
   an = np.asarray(a).astype(np.float64)
   np.testing.assert_allclose(float(tinyjx.jit(lambda a, b: jnp.tanh(a @ b).sum())(a, a)), np.tanh(an @ an).sum(),
                              rtol=1e-4)
+
+# --- the GPU kernel shape (optimize_gpu.py) ---
+def test_a_work_group_combines_an_accumulator_once_after_its_last_loop():
+  """Threads' parts meet in one tree after the last loop that adds to them: combined after each loop, the second
+  tree would add every thread's copy of the first total."""
+  from tinyjx.lower.index import Loop, Decl, Update, Store, Kernel, load
+  from tinyjx.lower.optimize_gpu import as_grid, GroupReduce, walk
+  x, out = UOp(Ops.DEFINE_GLOBAL, F32, (), 0), UOp(Ops.DEFINE_GLOBAL, F32, (), 1)
+  acc = UOp(Ops.DEFINE_ACC, F32, (), (0, Ops.ADD))
+  i, j, k = sym.loop_var(0, 4), sym.loop_var(1, 300), sym.loop_var(2, 200)
+  halves = [Loop(v, [Update(acc, load(x, sym.add(sym.mul(i, 500), sym.add(v, sym.const(lo)))))], acc=acc, serial=True)
+            for v, lo in ((j, 0), (k, 300))]
+  kern = Kernel("k0", [Loop(i, [Decl(acc), *halves, Store(out, i, acc)])], [x, out], (1,), [])
+  as_grid(kern)
+  row = kern.body[0].body
+  assert kern.groups and [type(s).__name__ for s in row] == ['Decl', 'Loop', 'Loop', 'GroupReduce', 'Store']
+  assert sum(isinstance(s, GroupReduce) for s in walk(kern.body)) == 1

@@ -1,12 +1,14 @@
 """CL device: OpenCL C kernels, built by the OpenCL driver, through ctypes to `libOpenCL.so.1` (no pyopencl).
 
-Each `CL:i` is device i of the first OpenCL platform that has a device (TINYJX_CL_PLATFORM picks another by
-number). A handle is a `cl_mem`; an argument table is a list with one `(cl_mem, byte offset)` per buffer slot
-(an intermediate is a region of the executable's arena, so every kernel takes a base pointer and an offset per
-buffer); a program is one `cl_kernel` of a built program, and `launch` sets its arguments and enqueues it on
-the device's in-order queue. Copies to the device are blocking writes, copies back blocking reads (the queue is
-in order, so a read sees every kernel queued before it); kernels of one run are queued back to back with no
-host synchronization between them, and `synchronize` is `clFinish`.
+Each `CL:i` is device i of the first OpenCL platform that has a device (TINYJX_CL_PLATFORM picks another by number).
+A handle is a `cl_mem`; an argument table is a list with one `(cl_mem, byte offset)` per buffer slot (an
+intermediate is a region of the executable's arena, so every kernel takes a base pointer and an offset per buffer);
+a program is one `cl_kernel` of a built program, and `launch` sets its arguments and enqueues it on the device's
+in-order queue over its global size, in work groups of its local size (both chosen by the lowering,
+lower/optimize_gpu.py, from the device's `max_local_size`, `local_memory_size` and `local_multiple`). Copies to the
+device are blocking writes, copies back blocking reads (the queue is in order, so a read sees every kernel queued
+before it); kernels of one run are queued back to back with no host synchronization between them, and `synchronize`
+is `clFinish`.
 
 Programs are cached on disk like the CPU device's libraries (`diskcache`): the first build of a source keeps
 the driver's program binary (`clGetProgramInfo(CL_PROGRAM_BINARIES)`) under a key of (source, platform,
@@ -36,7 +38,8 @@ class CLError(RuntimeError):
 SUCCESS, BUILD_PROGRAM_FAILURE = 0, -11
 DEVICE_TYPE_ALL = 0xFFFFFFFF
 PLATFORM_NAME, DEVICE_NAME, DRIVER_VERSION = 0x0902, 0x102B, 0x102D
-DEVICE_EXTENSIONS, DEVICE_MAX_WORK_GROUP_SIZE = 0x1030, 0x1004
+DEVICE_EXTENSIONS, DEVICE_MAX_WORK_GROUP_SIZE, DEVICE_LOCAL_MEM_SIZE, DEVICE_TYPE = 0x1030, 0x1004, 0x1023, 0x1000
+DEVICE_TYPE_GPU = 4
 MEM_READ_WRITE = 1
 OUT_OF_MEMORY = (-4, -5, -6, -61)   # mem object allocation failure, out of resources, of host memory, bad size
 PROGRAM_BUILD_LOG, PROGRAM_BINARY_SIZES, PROGRAM_BINARIES = 0x1183, 0x1165, 0x1166
@@ -145,12 +148,18 @@ class CLDevice(Backend):
                                  info_text(lib.clGetDeviceInfo, self.device_id, DEVICE_NAME),
                                  info_text(lib.clGetDeviceInfo, self.device_id, DRIVER_VERSION)])
     self.extensions = info_text(lib.clGetDeviceInfo, self.device_id, DEVICE_EXTENSIONS).split()
-    size = ctypes.c_size_t(0)
-    check(lib.clGetDeviceInfo(self.device_id, DEVICE_MAX_WORK_GROUP_SIZE, ctypes.sizeof(size), ctypes.byref(size),
-                              None), "clGetDeviceInfo")
-    self.max_local = size.value
+    # the facts the GPU kernel shape is chosen for (lower/optimize_gpu.py)
+    self.max_local_size = self.number(DEVICE_MAX_WORK_GROUP_SIZE, ctypes.c_size_t)
+    self.local_memory_size = self.number(DEVICE_LOCAL_MEM_SIZE, ctypes.c_uint64)
+    self.local_multiple = 32 if self.number(DEVICE_TYPE, ctypes.c_uint64) & DEVICE_TYPE_GPU else 8  # warp or SIMD
     self._programs: dict = {}
     self._lock = threading.Lock()
+
+  def number(self, param: int, ctype) -> int:
+    """A numeric fact of the device (clGetDeviceInfo)."""
+    v = ctype(0)
+    check(self.lib.clGetDeviceInfo(self.device_id, param, ctypes.sizeof(v), ctypes.byref(v), None), "clGetDeviceInfo")
+    return v.value
 
   @property
   def has_float64(self) -> bool: return 'cl_khr_fp64' in self.extensions
@@ -237,7 +246,8 @@ class CLDevice(Backend):
 
   def launch(self, program: CLProgram, args, global_size=None, local_size=None) -> None:
     """Run `program` on the buffers `args` (a list of (cl_mem, offset), in the kernel's parameter order: each
-    buffer is two kernel arguments, the base and the byte offset) over `global_size` work items."""
+    buffer is two kernel arguments, the base and the byte offset) over `global_size` work items, in work groups of
+    `local_size` (a multiple of which `global_size` is; None lets the driver choose)."""
     gsize = tuple(global_size or (1,))
     g = (ctypes.c_size_t * len(gsize))(*gsize)
     loc = (ctypes.c_size_t * len(gsize))(*local_size) if local_size else None

@@ -50,7 +50,7 @@ BLOCK = 256                              # threads per block when a kernel can h
 MAX_GRID = (2**31 - 1, 65535, 65535)     # CUDA's grid limits per dimension
 SUCCESS, OUT_OF_MEMORY, NO_DEVICE = 0, 2, 100
 BAD_IMAGE = (200, 209, 218, 222)         # invalid image, no binary for the GPU, invalid PTX, unsupported PTX version
-CC_MAJOR, CC_MINOR, MAX_THREADS_PER_BLOCK = 75, 76, 1      # CUdevice_attribute
+CC_MAJOR, CC_MINOR, MAX_THREADS_PER_BLOCK, MAX_SHARED_PER_BLOCK, WARP_SIZE = 75, 76, 1, 8, 10   # CUdevice_attribute
 FUNC_MAX_THREADS = 0                                       # CUfunction_attribute
 NVRTC_FILE = re.compile(r'libnvrtc\.so\.(\d+(?:\.\d+)*)')
 
@@ -130,7 +130,7 @@ class NVRTC:
 def build_message(nv: NVRTC, arch: str, source: str, log: str, src_path: str) -> str:
   """NVRTC's log with the kernels its errors point at (by line) and where the source is."""
   starts = [(i + 1, m.group(1)) for i, line in enumerate(source.splitlines())
-            if (m := re.search(r'__global__ void (\w+)\(', line))]
+            if (m := re.search(r'__global__ (?:__launch_bounds__\(\d+\) )?void (\w+)\(', line))]
   lines = [int(n) for n in re.findall(r'tinyjx\.cu\((\d+)\)', log)]
   kernels = dict.fromkeys(next((k for s, k in reversed(starts) if s <= n), 'the prelude') for n in lines)
   where = f" in {', '.join(kernels)}" if kernels else ""
@@ -283,6 +283,9 @@ class CUDADevice(Backend):
     self.cu_device, self.context = dev.value, ctx
     self.capability = (self.attribute(CC_MAJOR), self.attribute(CC_MINOR))
     self.max_threads = self.attribute(MAX_THREADS_PER_BLOCK)
+    # the facts the GPU kernel shape is chosen for (lower/optimize_gpu.py)
+    self.max_local_size, self.local_memory_size = self.max_threads, self.attribute(MAX_SHARED_PER_BLOCK)
+    self.local_multiple = self.attribute(WARP_SIZE)
     text = ctypes.create_string_buffer(256)
     check(lib.cuDeviceGetName(text, 256, self.cu_device), "cuDeviceGetName")
     self.gpu_name, self.driver_version = text.value.decode(), driver_version(lib)
@@ -362,8 +365,13 @@ class CUDADevice(Backend):
     return table
 
   def launch(self, program: CUDAProgram, args, global_size=None, local_size=None) -> None:
-    """Run `program` on the device pointers `args` (in the kernel's parameter order) over `global_size` work items."""
+    """Run `program` on the device pointers `args` (in the kernel's parameter order) over `global_size` work items, in
+    blocks of `local_size` threads (kernels with work groups rely on it; others get blocks from `launch_shape`)."""
     grid, block = launch_shape(tuple(global_size or (1,)), local_size, program.max_threads)
+    if block[0] * block[1] * block[2] > program.max_threads:
+      raise CUDAError(f"{program.name} needs blocks of {block} threads, but this GPU runs it with at most "
+                      f"{program.max_threads} (registers): set TINYJX_DEVICE=CPU for this program, or report the "
+                      f"kernel so its work groups get smaller")
     values = (ctypes.c_uint64 * max(len(args), 1))(*args)
     slots = (ctypes.c_void_p * max(len(args), 1))(*[ctypes.addressof(values) + 8 * i for i in range(len(args))])
     self.current()
@@ -383,6 +391,7 @@ class CUDACompileOnly(Backend):
   kind = "CUDA"
   renderer = "CUDA"
   kernel_shape = "grid"
+  max_local_size, local_memory_size, local_multiple = 1024, 48 << 10, 32   # every CUDA GPU since compute 2.0
 
   def __init__(self, arch: str | None = None):
     super().__init__("CUDA:0")

@@ -32,7 +32,7 @@ from tinyjx.lower.index import build_kernel, NeedsBuffer
 from tinyjx.lower.memory import plan
 from tinyjx.lower.optimize import (is_matmul, as_matmul, as_column_reduction, split_reductions, stash_shared,
                                    block_sums, mark_parallel, estimate)
-from tinyjx.lower.optimize_gpu import as_grid
+from tinyjx.lower.optimize_gpu import as_grid, spread_reductions, spread_of
 from tinyjx.lower.dialects import RENDERERS
 from tinyjx.lower.runtime import Executable, Slot, KernelCall, InterpretedStep, step_rules
 from tinyjx.lower import steps  # noqa: F401  (fills step_rules: control flow and collectives as runtime steps)
@@ -121,9 +121,15 @@ def on_kernels(rewrite, shape: str = 'loops'):
   run.__name__ = run.__qualname__ = rewrite.__name__
   return run
 
+def do_spread_reductions(st: Lowering) -> Lowering:
+  if st.device.kernel_shape == 'grid': spread_reductions(st)
+  return st
+
 def do_estimate(st: Lowering) -> Lowering:
   sizes = {i: s.nbytes for i, s in enumerate(st.slots)}
-  for k in st.kernels: estimate(k, sizes)
+  for k in st.kernels:
+    estimate(k, sizes)
+    if k.strided: k.flops //= spread_of(k)   # a loop spread over many groups runs once in all
   return st
 
 def do_steps_and_memory(st: Lowering) -> Lowering:
@@ -134,7 +140,8 @@ def do_steps_and_memory(st: Lowering) -> Lowering:
   for it in st.items:
     if isinstance(it, KernelItem) and grid:
       k = st.kernels[i := next(kernels)]
-      st.steps.append(KernelCall(k.name, [i], slots=[g.arg for g in k.args], global_size=k.global_size))
+      st.steps.append(KernelCall(k.name, [i], slots=[g.arg for g in k.args], global_size=k.global_size,
+                                 local_size=k.local_size))
       continue
     if isinstance(it, KernelItem):
       if run is None:
@@ -178,7 +185,8 @@ PASSES = [
   ("stash_shared", on_kernels(stash_shared)),  # CPU: an exp two sibling loops both compute (softmax) is computed once
   ("block_sums", on_kernels(block_sums)),  # CPU: float32 sums add float32 blocks into a double total, as PYTHON does
   ("mark_parallel", on_kernels(mark_parallel)),  # CPU: the outermost independent loop with enough work gets threads
-  ("grid", on_kernels(as_grid, 'grid')),  # GPU: the outer independent loops become the grid of work items
+  ("spread_reductions", do_spread_reductions),  # GPU: a long full reduction runs on many work groups, then one
+  ("grid", on_kernels(as_grid, 'grid')),  # GPU: work items or work groups sharing reductions, matmul tiles
   ("estimate", do_estimate),            # each kernel's flops and bytes, for DEBUG=2, the counters and VIZ
   ("memory", do_steps_and_memory),      # kernels grouped into foreign calls; intermediates share an arena
   ("render", do_render),                # one C translation unit for the whole program
@@ -191,7 +199,7 @@ def passes(first: str | None = None, last: str | None = None) -> list:
   through the last): a part of the pipeline is always a slice of the one list.
 
   >>> [name for name, _ in passes('block_sums', 'estimate')]
-  ['block_sums', 'mark_parallel', 'grid', 'estimate']
+  ['block_sums', 'mark_parallel', 'spread_reductions', 'grid', 'estimate']
   """
   names = [name for name, _ in PASSES]
   for n in (first, last):

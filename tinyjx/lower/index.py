@@ -95,14 +95,9 @@ class MatmulPlan:
   split_groups: int = 0                     # > 0: the chunks are the parallel work, in this many fixed groups
 
 @dataclass(eq=False)
-class Matmul:
-  """out[b, i, j] = epilogue(sum_k x(b, i, k) * y(b, j, k)), made by optimize from a sum-of-products kernel.
-
-  `x` is in the kernel's own loop variables `ivars` (the rows) and `kvars` (the contraction), `y` in `jvars`
-  and `kvars`, both may use the enclosing (batch) loop variables: packing walks those loops, so a view's
-  index arithmetic stays affine (no division to split a flat index). `store` is in the template variables
-  `i` and `j` (SPECIALs, the flat row and column) and writes one result `cv`.
-  """
+class Contraction:
+  """out = epilogue(sum_k x * y) over an m x n output and a contraction of k: what a matmul statement of any device
+  (`Matmul` on a CPU, `optimize_gpu.TiledMatmul` on a GPU) computes; `store` writes one result `cv`."""
   m: int
   n: int
   k: int
@@ -110,6 +105,18 @@ class Matmul:
   y: UOp
   store: Store
   dtype: object
+  @property
+  def work(self) -> int: return 2 * self.m * self.n * self.k
+
+@dataclass(eq=False)
+class Matmul(Contraction):
+  """out[b, i, j] = epilogue(sum_k x(b, i, k) * y(b, j, k)), made by optimize from a sum-of-products kernel.
+
+  `x` is in the kernel's own loop variables `ivars` (the rows) and `kvars` (the contraction), `y` in `jvars`
+  and `kvars`, both may use the enclosing (batch) loop variables: packing walks those loops, so a view's
+  index arithmetic stays affine (no division to split a flat index). `store` is in the template variables
+  `i` and `j` (SPECIALs, the flat row and column) and writes one result `cv`.
+  """
   parallel: bool = True
   x_k_inner: bool = False                   # pack x with k innermost (it is contiguous along k, not along i)
   y_k_inner: bool = False
@@ -117,8 +124,6 @@ class Matmul:
   jvars: list = field(default_factory=list)
   kvars: list = field(default_factory=list)
   plan: MatmulPlan | None = None
-  @property
-  def work(self) -> int: return 2 * self.m * self.n * self.k
 
 @dataclass(eq=False)
 class Kernel:
@@ -130,6 +135,12 @@ class Kernel:
   flops: int = 0
   nbytes: int = 0
   narrow_sums: set = field(default_factory=set)   # float32 sums the renderer keeps in float32 (optimize.block_sums)
+  # the GPU kernel shape (optimize_gpu.py; kernel_shape 'grid' devices only)
+  grid: list = field(default_factory=list)         # the loops run as the grid, outermost first
+  global_size: tuple = (1,)                        # work items per grid dimension, dimension 0 first
+  local_size: tuple | None = None                  # work items per work group (None: not shaped yet)
+  groups: bool = False                             # a grid point is a work group (its threads share it), not an item
+  strided: dict = field(default_factory=dict)      # id(loop) -> (first value, step): a loop split over threads
 
 # --- helpers ---
 def strides(shape) -> list[int]:

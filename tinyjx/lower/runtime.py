@@ -45,7 +45,8 @@ class Slot:
 @dataclass
 class KernelCall:
   """Consecutive kernels run by one call into the generated entry `tjx_run_<entry>`; on a grid device one kernel
-  (`entry` is its name), launched over `global_size` work items on the buffers of `slots`, in its parameter order."""
+  (`entry` is its name), launched over `global_size` work items in groups of `local_size` on the buffers of `slots`,
+  in its parameter order."""
   entry: int | str
   kernels: list                   # indices into program.kernels
   reads: set = field(default_factory=set)
@@ -53,9 +54,10 @@ class KernelCall:
   program: object = None          # the device's loaded entry
   slots: list | None = None
   global_size: tuple | None = None
+  local_size: tuple | None = None     # work items per work group (the kernel's code may rely on it)
   def run(self, frame: 'Frame') -> None:
     if self.slots is None: frame.device.launch(self.program, frame.args)
-    else: frame.device.launch(self.program, [frame.args[s] for s in self.slots], self.global_size)
+    else: frame.device.launch(self.program, [frame.args[s] for s in self.slots], self.global_size, self.local_size)
   @property
   def name(self) -> str: return self.entry if isinstance(self.entry, str) else f"tjx_run_{self.entry}"
 
