@@ -51,7 +51,8 @@ def test_scalar_types_are_still_dtypes():
   assert np.dtype(jnp.float32) == np.float32 and np.dtype(jnp.uint8) == np.uint8 and jnp.float32.dtype == np.float32
   assert jnp.issubdtype(jnp.ones(2).dtype, jnp.floating) and jnp.issubdtype(jnp.int32, jnp.integer)
   assert np.zeros(2, dtype=jnp.int16).dtype == np.int16
-  with pytest.raises(TypeError, match='not a supported dtype'): jnp.dtype('complex64')
+  assert jnp.dtype('complex64') is jnp.complex64 and jnp.issubdtype(jnp.complex64, jnp.complexfloating)
+  with pytest.raises(TypeError, match='not a supported dtype'): jnp.dtype('str')
 
 # ---------------------------------------------------------------- lax.Precision
 
