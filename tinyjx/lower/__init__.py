@@ -36,6 +36,7 @@ from tinyjx.lower.optimize_gpu import as_grid
 from tinyjx.lower.dialects import RENDERERS
 from tinyjx.lower.runtime import Executable, Slot, KernelCall, InterpretedStep, step_rules
 from tinyjx.lower import steps  # noqa: F401  (fills step_rules: control flow and collectives as runtime steps)
+from tinyjx.lower.complex import has_complex, split as split_complex, SplitExecutable
 
 @dataclass
 class Lowering:
@@ -236,9 +237,14 @@ def compile_jaxpr(device, jaxpr) -> Executable:
   return build_executable(device, jaxpr)
 
 def build_executable(device, jaxpr) -> Executable:
-  """`compile_jaxpr` without VIZ's look: lower every pass and load the result."""
-  st = lower(device, jaxpr.params, jaxpr.roots)   # effects first: they run in program order, then are dropped
-  return Executable(device, st, st.binary, n_effects=len(jaxpr.effects))
+  """`compile_jaxpr` without VIZ's look: lower every pass and load the result. A program with complex values is
+  lowered as one on their float parts (lower/complex.py) and bound and read back as the complex program."""
+  params, roots = jaxpr.params, jaxpr.roots   # effects first: they run in program order, then are dropped
+  split = has_complex(list(params) + list(roots))
+  if split: params, roots = split_complex(params, roots)
+  st = lower(device, params, roots)
+  exe = Executable(device, st, st.binary, n_effects=len(jaxpr.effects))
+  return SplitExecutable(exe, jaxpr.params, jaxpr.roots[len(jaxpr.effects):]) if split else exe
 
 def kernel_report(st: Lowering) -> str:
   """Each kernel with the jaxpr equations it fused (DEBUG=3)."""

@@ -1,0 +1,220 @@
+"""complex: compiled devices run complex programs as programs on pairs of floats.
+
+A complex value z becomes its two float parts (re, im), each a UOp of the part type (float32 for complex64), and
+every op on complex operands becomes the ops of its textbook formula on the parts: a product is four multiplies
+and two adds, exp(z) is exp(re) (cos im, sin im), a complex dot_general is four real ones. What comes out has no
+complex node left, so fusion, the matmul tiling, vectorization and every renderer (C, OpenCL, CUDA) apply as they
+are; no dialect needs a complex type of its own (OpenCL C has none). In memory a complex array stays as numpy and
+C99 store it, the parts interleaved: a complex input of shape S is read as a float array of shape S + (2,), and a
+complex output is written as one, so `split_executable` binds and returns the same bytes as complex buffers (a
+view on the CPU, a copy through the host on a device whose memory is not the host's).
+
+Contract: `split(params, roots)` maps a jaxpr whose params and roots may be complex to one with none (complex
+params and roots of shape S become float ones of shape S + (2,)). Ops a complex operand can reach are those of
+`GroupOp.ComplexOk`, the movement ops, sums, dot_general, gather and scatter (add, set); control flow and
+collectives with complex operands are not split and raise `NotImplementedError` naming the op and the fix.
+"""
+from __future__ import annotations
+import numpy as np
+from tinyjx import dtypes, array
+from tinyjx.uop import UOp, Ops, GroupOp, toposort
+
+def has_complex(roots) -> bool:
+  """Whether any node of the graphs `roots` (or an output of a multi-output node) is complex."""
+  return any(dtypes.is_complex(n.dtype) for n in toposort(list(roots)))
+
+# ---------------------------------------------------------------- the formulas, on (re, im) pairs of float UOps
+
+def alu(op: Ops, *srcs: UOp) -> UOp:
+  return UOp(op, dtypes.bool_ if op in GroupOp.Comparison else srcs[-1].dtype, srcs)
+
+def const(v, like: UOp) -> UOp: return UOp.const(v, like.dtype, like.shape)
+
+def mul(a, b) -> tuple:
+  (ar, ai), (br, bi) = a, b
+  return alu(Ops.SUB, alu(Ops.MUL, ar, br), alu(Ops.MUL, ai, bi)), alu(Ops.ADD, alu(Ops.MUL, ar, bi), alu(Ops.MUL, ai, br))
+
+def div(a, b) -> tuple:
+  """(a / b) by Smith's rule: the larger part of b divides first, so |b|^2 never overflows or underflows."""
+  (ar, ai), (br, bi) = a, b
+  wide = alu(Ops.CMPLE, alu(Ops.ABS, bi), alu(Ops.ABS, br))          # |br| >= |bi|
+  big, small = alu(Ops.WHERE, wide, br, bi), alu(Ops.WHERE, wide, bi, br)
+  safe = alu(Ops.WHERE, alu(Ops.CMPEQ, big, const(0, big)), const(1, big), big)
+  r = alu(Ops.DIV, small, safe)                                       # bi/br (or br/bi)
+  d = alu(Ops.ADD, big, alu(Ops.MUL, r, small))
+  # wide: ((ar + ai r) + i(ai - ar r)) / d ; else: ((ar r + ai) + i(ai r - ar)) / d
+  re = alu(Ops.WHERE, wide, alu(Ops.ADD, ar, alu(Ops.MUL, ai, r)), alu(Ops.ADD, alu(Ops.MUL, ar, r), ai))
+  im = alu(Ops.WHERE, wide, alu(Ops.SUB, ai, alu(Ops.MUL, ar, r)), alu(Ops.SUB, alu(Ops.MUL, ai, r), ar))
+  return alu(Ops.DIV, re, d), alu(Ops.DIV, im, d)
+
+def modulus_squared(re: UOp, im: UOp) -> UOp: return alu(Ops.ADD, alu(Ops.MUL, re, re), alu(Ops.MUL, im, im))
+
+def exp(z) -> tuple:
+  re, im = z
+  e = alu(Ops.EXP, re)
+  return alu(Ops.MUL, e, alu(Ops.COS, im)), alu(Ops.MUL, e, alu(Ops.SIN, im))
+
+def log(z) -> tuple:
+  re, im = z
+  return alu(Ops.MUL, const(0.5, re), alu(Ops.LOG, modulus_squared(re, im))), alu(Ops.ATAN2, im, re)
+
+def sqrt(z) -> tuple:
+  """The principal root: t = sqrt((|z| + |re|) / 2) is one part, |im| / 2t the other, the sign of im on the imaginary
+  one (numpy's branch cut, but -0.0 counts as +0.0)."""
+  re, im = z
+  t = alu(Ops.SQRT, alu(Ops.MUL, const(0.5, re), alu(Ops.ADD, alu(Ops.SQRT, modulus_squared(re, im)), alu(Ops.ABS, re))))
+  zero = alu(Ops.CMPEQ, t, const(0, t))
+  other = alu(Ops.WHERE, zero, const(0, t), alu(Ops.DIV, alu(Ops.ABS, im), alu(Ops.MUL, const(2, t), t)))
+  right = alu(Ops.CMPLE, const(0, re), re)
+  negative_im = alu(Ops.CMPLT, im, const(0, im))
+  signed = lambda v: alu(Ops.WHERE, negative_im, alu(Ops.NEG, v), v)
+  return alu(Ops.WHERE, right, t, other), signed(alu(Ops.WHERE, right, other, t))
+
+def sin(z) -> tuple:
+  re, im = z
+  return alu(Ops.MUL, alu(Ops.SIN, re), alu(Ops.COSH, im)), alu(Ops.MUL, alu(Ops.COS, re), alu(Ops.SINH, im))
+
+def cos(z) -> tuple:
+  re, im = z
+  return alu(Ops.MUL, alu(Ops.COS, re), alu(Ops.COSH, im)), alu(Ops.NEG, alu(Ops.MUL, alu(Ops.SIN, re), alu(Ops.SINH, im)))
+
+def pairwise(op: Ops):
+  """A linear op (add, a view, a sum) applies to each part alone."""
+  return lambda n, *srcs: tuple(UOp(op, p[0].dtype if op is Ops.WHERE else p.dtype, q, n.arg)
+                                for p, q in _parts_of(op, srcs))
+
+def _parts_of(op, srcs):
+  """For each part (re, then im), the part's sources: complex sources give that part, real ones themselves."""
+  for k in (0, 1):
+    q = tuple(s[k] if isinstance(s, tuple) else s for s in srcs)
+    yield (q[1:] if op is Ops.WHERE else q[0]), q
+
+def dot(n, a, b) -> tuple:
+  (ar, ai), (br, bi) = a, b
+  d = lambda x, y: UOp(Ops.DOT_GENERAL, x.dtype, (x, y), n.arg)
+  return alu(Ops.SUB, d(ar, br), d(ai, bi)), alu(Ops.ADD, d(ar, bi), d(ai, br))
+
+def cast_to_complex(n, x) -> tuple:
+  f = dtypes.real_dtype(n.dtype)
+  if isinstance(x, tuple): return x[0].cast(f), x[1].cast(f)
+  return x.cast(f), UOp.const(0, f, n.shape)
+
+def const_parts(n) -> tuple:
+  f, (v, shape) = dtypes.real_dtype(n.dtype), n.arg
+  return UOp.const(v.real, f, shape), UOp.const(v.imag, f, shape)
+
+def scatter(n, x, idx, upd) -> tuple:
+  if n.arg not in ('add', 'set'): raise unsplittable(n, f"scatter mode {n.arg!r}")
+  return tuple(UOp(Ops.SCATTER, x[k].dtype, (x[k], idx, upd[k]), n.arg) for k in (0, 1))
+
+# complex-valued nodes: node, sources (a pair for a complex source, the rebuilt node for a real one) -> (re, im)
+COMPLEX_RULES = {
+  Ops.CONST: lambda n: const_parts(n),
+  Ops.NEG: lambda n, z: (alu(Ops.NEG, z[0]), alu(Ops.NEG, z[1])),
+  Ops.ADD: pairwise(Ops.ADD), Ops.SUB: pairwise(Ops.SUB), Ops.WHERE: pairwise(Ops.WHERE),
+  Ops.MUL: lambda n, a, b: mul(a, b), Ops.DIV: lambda n, a, b: div(a, b),
+  Ops.EXP: lambda n, z: exp(z), Ops.LOG: lambda n, z: log(z), Ops.SQRT: lambda n, z: sqrt(z),
+  Ops.SIN: lambda n, z: sin(z), Ops.COS: lambda n, z: cos(z),
+  Ops.COMPLEX: lambda n, x, y: (x.cast(dtypes.real_dtype(n.dtype)), y.cast(dtypes.real_dtype(n.dtype))),
+  Ops.CAST: cast_to_complex,
+  **{op: pairwise(op) for op in GroupOp.Movement | {Ops.CUMULATIVE, Ops.GATHER, Ops.STOP_GRADIENT, Ops.TAG}},
+  Ops.REDUCE: lambda n, z: pairwise(Ops.REDUCE)(n, z) if n.arg[0] is Ops.ADD else _refuse(n, "a product reduction"),
+  Ops.DOT_GENERAL: dot, Ops.SCATTER: scatter,
+}
+
+def cast_from_complex(n, z) -> UOp:
+  re, im = z
+  if dtypes.is_bool(n.dtype): return alu(Ops.OR, alu(Ops.CMPNE, re, const(0, re)), alu(Ops.CMPNE, im, const(0, im)))
+  return re.cast(n.dtype)
+
+# real-valued nodes with a complex source
+FROM_COMPLEX_RULES = {
+  Ops.REAL: lambda n, z: z[0], Ops.IMAG: lambda n, z: z[1], Ops.CAST: cast_from_complex,
+  Ops.CMPEQ: lambda n, a, b: alu(Ops.AND, alu(Ops.CMPEQ, a[0], b[0]), alu(Ops.CMPEQ, a[1], b[1])),
+  Ops.CMPNE: lambda n, a, b: alu(Ops.OR, alu(Ops.CMPNE, a[0], b[0]), alu(Ops.CMPNE, a[1], b[1])),
+}
+
+def unsplittable(n: UOp, what: str | None = None) -> NotImplementedError:
+  return NotImplementedError(
+    f"{what or n.op.name.lower()} on complex operands ({n.dtype}) does not run on the compiled devices yet: "
+    "compiled programs carry complex values as pairs of floats, and this op has no rule for them. Run it on the "
+    "reference device (TINYJX_DEVICE=PYTHON, or jax.jit(f, device=jax.devices('PYTHON')[0])), or carry the real and "
+    "imaginary parts (jnp.real, jnp.imag) through it as float arrays")
+
+def _refuse(n, what):
+  raise unsplittable(n, what)
+
+# ---------------------------------------------------------------- the program rewrite
+
+def as_parts(p: UOp, packed: UOp) -> tuple:
+  """The (re, im) views of a float array of shape S + (2,) holding complex values of shape S."""
+  whole = [(0, s) for s in p.shape]
+  return tuple(packed.shrink(whole + [(k, k + 1)]).reshape(p.shape) for k in (0, 1))
+
+def packed(z: tuple) -> UOp:
+  """(re, im) of shape S laid out as one float array of shape S + (2,), parts interleaved as in memory."""
+  re, im = (part.reshape(part.shape + (1,)) for part in z)
+  lo, hi = ((0, 0),) * (re.ndim - 1) + ((0, 1),), ((0, 0),) * (re.ndim - 1) + ((1, 0),)
+  return alu(Ops.ADD, re.pad(lo), im.pad(hi))
+
+def parts_array(host: np.ndarray, dt) -> np.ndarray:
+  """A complex numpy array's bytes as a float array with a trailing axis of 2 (a view when it is contiguous)."""
+  host = np.ascontiguousarray(host, dt.np)
+  return host.reshape(-1).view(dtypes.real_dtype(dt).np).reshape(host.shape + (2,))
+
+def complex_array(host: np.ndarray, dt) -> np.ndarray:
+  """The inverse of `parts_array`: float (..., 2) bytes read as complex `dt` values."""
+  host = np.ascontiguousarray(host, dtypes.real_dtype(dt).np)
+  return host.reshape(-1).view(dt.np).reshape(host.shape[:-1])
+
+def buffer_parts(n: UOp) -> tuple:
+  """A complex BUFFER leaf (a constant of the program) as a float BUFFER of its parts."""
+  from tinyjx.devices.python import NumpyBuffer
+  buf = array.buffers[n.arg[0]]
+  flat = NumpyBuffer(buf.device, parts_array(buf.numpy(), n.dtype), dtypes.real_dtype(n.dtype))
+  return as_parts(n, array.buffer_uop(flat))
+
+def split(params: list, roots: list) -> tuple[list, list]:
+  """The program `params -> roots` with every complex value carried as two float parts (see the module doc)."""
+  new, parts = {}, {}
+  for i, p in enumerate(params):
+    if not dtypes.is_complex(p.dtype): continue
+    slot, shape, trace = p.arg
+    new[p] = UOp(Ops.PARAM, dtypes.real_dtype(p.dtype), (), (slot, shape + (2,), trace))
+    parts[p] = as_parts(p, new[p])
+  for n in toposort(list(roots)):
+    if n in new: continue
+    srcs = tuple(parts.get(s, new.get(s, s)) for s in n.src)
+    complex_src = any(isinstance(s, tuple) for s in srcs)
+    if dtypes.is_complex(n.dtype):
+      if n.op is Ops.BUFFER: parts[n] = buffer_parts(n); continue
+      rule = COMPLEX_RULES.get(n.op)
+      if rule is None: raise unsplittable(n)
+      parts[n] = rule(n, *srcs)
+    elif complex_src:
+      rule = FROM_COMPLEX_RULES.get(n.op)
+      if rule is None: raise unsplittable(n)
+      new[n] = rule(n, *srcs)
+    else:
+      new[n] = n if srcs == n.src else n.replace(src=srcs)
+  outs = [packed(parts[r]) if r in parts else new.get(r, r) for r in roots]
+  return [new.get(p, p) for p in params], outs
+
+class SplitExecutable:
+  """The executable of a split program, bound and read as the complex program: complex input Buffers are handed
+  over as their float parts, float part outputs come back as complex Buffers. Everything else is the inner
+  executable's (`kernels`, `source`, printing)."""
+  def __init__(self, exe, params: list, outs: list):
+    self.exe, self.in_dtypes, self.out_dtypes = exe, [p.dtype for p in params], [o.dtype for o in outs]
+
+  def run(self, inputs: list) -> list:
+    dev = self.exe.device
+    ins = [dev.from_numpy(parts_array(b.numpy(), dt), dtypes.real_dtype(dt)) if dtypes.is_complex(dt) else b
+           for b, dt in zip(inputs, self.in_dtypes)]
+    outs = self.exe.run(ins)
+    return [dev.from_numpy(complex_array(b.numpy(), dt), dt) if dtypes.is_complex(dt) else b
+            for b, dt in zip(outs, self.out_dtypes)]
+
+  def __getattr__(self, name): return getattr(self.exe, name)
+  def __str__(self): return str(self.exe)
+  __repr__ = __str__
