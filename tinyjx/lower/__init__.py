@@ -67,6 +67,10 @@ def do_simplify(st: Lowering) -> Lowering:
   st.roots = list(graph_rewrite(st.outs, pm_simplify, name="simplify"))
   return st
 
+def do_split_complex(st: Lowering) -> Lowering:
+  if has_complex(list(st.params) + st.roots): st.params, st.roots = split_complex(st.params, st.roots)
+  return st
+
 def do_decompose(st: Lowering) -> Lowering:
   st.roots = fold_permutes(list(graph_rewrite(st.roots, pm_decompose, name="decompose")))
   return st
@@ -170,6 +174,7 @@ def do_compile(st: Lowering) -> Lowering:
 
 PASSES = [
   ("simplify", do_simplify),            # constant folding and exact identities: less work for every later pass
+  ("split_complex", do_split_complex),  # complex values as pairs of floats: no kernel or dialect needs a complex type
   ("decompose", do_decompose),          # dot_general and float16/bfloat16 math into ops the renderer runs natively
   ("schedule+index", do_schedule_and_index),  # which nodes get buffers; each kernel as loops over index arithmetic
   # optimize: speed, never results (but block_sums, for accuracy); on a CPU (loop nests) or a GPU (grids)
@@ -239,12 +244,10 @@ def compile_jaxpr(device, jaxpr) -> Executable:
 def build_executable(device, jaxpr) -> Executable:
   """`compile_jaxpr` without VIZ's look: lower every pass and load the result. A program with complex values is
   lowered as one on their float parts (lower/complex.py) and bound and read back as the complex program."""
-  params, roots = jaxpr.params, jaxpr.roots   # effects first: they run in program order, then are dropped
-  split = has_complex(list(params) + list(roots))
-  if split: params, roots = split_complex(params, roots)
-  st = lower(device, params, roots)
+  st = lower(device, jaxpr.params, jaxpr.roots)   # effects first: they run in program order, then are dropped
   exe = Executable(device, st, st.binary, n_effects=len(jaxpr.effects))
-  return SplitExecutable(exe, jaxpr.params, jaxpr.roots[len(jaxpr.effects):]) if split else exe
+  if not has_complex(list(jaxpr.params) + list(jaxpr.roots)): return exe
+  return SplitExecutable(exe, jaxpr.params, jaxpr.roots[len(jaxpr.effects):])
 
 def kernel_report(st: Lowering) -> str:
   """Each kernel with the jaxpr equations it fused (DEBUG=3)."""

@@ -402,6 +402,7 @@ asin, acos, atan, atan2, asinh, acosh, atanh = arcsin, arccos, arctan, arctan2, 
 def _rounding(op):
   def f(x):
     x = asarray(x)
+    no_complex(jnp_name(op), x.dtype)
     return x if not dtypes.is_float(x.dtype) else unary(op, x)
   return f
 floor, ceil, trunc = _rounding(Ops.FLOOR), _rounding(Ops.CEIL), _rounding(Ops.TRUNC)
