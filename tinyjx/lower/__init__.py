@@ -68,7 +68,8 @@ def do_simplify(st: Lowering) -> Lowering:
   return st
 
 def do_split_complex(st: Lowering) -> Lowering:
-  if has_complex(list(st.params) + st.roots): st.params, st.roots = split_complex(st.params, st.roots)
+  if has_complex(list(st.params) + st.roots):
+    st.params, st.roots = split_complex(st.params, st.roots, f"the {st.device.name} device")
   return st
 
 def do_decompose(st: Lowering) -> Lowering:

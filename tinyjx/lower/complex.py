@@ -9,10 +9,11 @@ C99 store it, the parts interleaved: a complex input of shape S is read as a flo
 complex output is written as one, so `split_executable` binds and returns the same bytes as complex buffers (a
 view on the CPU, a copy through the host on a device whose memory is not the host's).
 
-Contract: `split(params, roots)` maps a jaxpr whose params and roots may be complex to one with none (complex
+Contract: `split(params, roots, device)` maps a jaxpr whose params and roots may be complex to one with none (complex
 params and roots of shape S become float ones of shape S + (2,)). Ops a complex operand can reach are those of
 `GroupOp.ComplexOk`, the movement ops, sums, dot_general, gather and scatter (add, set); control flow and
-collectives with complex operands are not split and raise `NotImplementedError` naming the op and the fix.
+collectives with complex operands are not split and raise `ComplexLoweringError` (a `NotImplementedError`) naming
+the op, the dtype, the device and the fix.
 """
 from __future__ import annotations
 import numpy as np
@@ -104,7 +105,7 @@ def const_parts(n) -> tuple:
   return UOp.const(v.real, f, shape), UOp.const(v.imag, f, shape)
 
 def scatter(n, x, idx, upd) -> tuple:
-  if n.arg not in ('add', 'set'): raise unsplittable(n, f"scatter mode {n.arg!r}")
+  if n.arg not in ('add', 'set'): _refuse(n, f"scatter mode {n.arg!r}")
   return tuple(UOp(Ops.SCATTER, x[k].dtype, (x[k], idx, upd[k]), n.arg) for k in (0, 1))
 
 # complex-valued nodes: node, sources (a pair for a complex source, the rebuilt node for a real one) -> (re, im)
@@ -134,12 +135,16 @@ FROM_COMPLEX_RULES = {
   Ops.CMPNE: lambda n, a, b: alu(Ops.OR, alu(Ops.CMPNE, a[0], b[0]), alu(Ops.CMPNE, a[1], b[1])),
 }
 
-def unsplittable(n: UOp, what: str | None = None) -> NotImplementedError:
-  return NotImplementedError(
-    f"{what or n.op.name.lower()} on complex operands ({n.dtype}) does not run on the compiled devices yet: "
-    "compiled programs carry complex values as pairs of floats, and this op has no rule for them. Run it on the "
-    "reference device (TINYJX_DEVICE=PYTHON, or jax.jit(f, device=jax.devices('PYTHON')[0])), or carry the real and "
-    "imaginary parts (jnp.real, jnp.imag) through it as float arrays")
+class ComplexLoweringError(NotImplementedError):
+  pass
+
+def unsplittable(n: UOp, what: str | None = None, device: str = "a compiled device") -> ComplexLoweringError:
+  dt = next((d for d in [n.dtype] + [s.dtype for s in n.src] if dtypes.is_complex(d)), n.dtype)
+  return ComplexLoweringError(
+    f"{what or n.op.name.lower()} with {dt} operands does not run on {device} yet: compiled programs carry complex "
+    "values as pairs of floats, and this op has no rule for them. Run the program on the reference device "
+    "(TINYJX_DEVICE=PYTHON, or `with tinyjx.Context(TINYJX_DEVICE='PYTHON'):`), or carry the real and imaginary "
+    "parts (jnp.real, jnp.imag) through it as float arrays")
 
 def _refuse(n, what):
   raise unsplittable(n, what)
@@ -174,8 +179,9 @@ def buffer_parts(n: UOp) -> tuple:
   flat = NumpyBuffer(buf.device, parts_array(buf.numpy(), n.dtype), dtypes.real_dtype(n.dtype))
   return as_parts(n, array.buffer_uop(flat))
 
-def split(params: list, roots: list) -> tuple[list, list]:
-  """The program `params -> roots` with every complex value carried as two float parts (see the module doc)."""
+def split(params: list, roots: list, device: str = "a compiled device") -> tuple[list, list]:
+  """The program `params -> roots` with every complex value carried as two float parts (see the module doc);
+  `device` names the device in the error for an op with no rule."""
   new, parts = {}, {}
   for i, p in enumerate(params):
     if not dtypes.is_complex(p.dtype): continue
@@ -189,11 +195,11 @@ def split(params: list, roots: list) -> tuple[list, list]:
     if dtypes.is_complex(n.dtype):
       if n.op is Ops.BUFFER: parts[n] = buffer_parts(n); continue
       rule = COMPLEX_RULES.get(n.op)
-      if rule is None: raise unsplittable(n)
+      if rule is None: raise unsplittable(n, device=device)
       parts[n] = rule(n, *srcs)
     elif complex_src:
       rule = FROM_COMPLEX_RULES.get(n.op)
-      if rule is None: raise unsplittable(n)
+      if rule is None: raise unsplittable(n, device=device)
       new[n] = rule(n, *srcs)
     else:
       new[n] = n if srcs == n.src else n.replace(src=srcs)
