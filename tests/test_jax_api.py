@@ -164,7 +164,7 @@ def test_check_grads_argument_errors():
   with pytest.raises(ValueError, match='order must be an int >= 1'): check_grads(jnp.sin, (jnp.ones(2),), 0)
   with pytest.raises(ValueError, match="modes must name 'fwd' and/or 'rev'"):
     check_grads(jnp.sin, (jnp.ones(2),), 1, modes=['both'])
-  with pytest.raises(TypeError, match='float arrays'): check_grads(jnp.sin, (jnp.arange(3),), 1)
+  with pytest.raises(TypeError, match='float or complex arrays'): check_grads(jnp.sin, (jnp.arange(3),), 1)
 
 # ---------------------------------------------------------------- lists where jnp takes arrays (JAX's check_arraylike)
 
