@@ -148,8 +148,10 @@ def ge(x, y) -> Array:
   return le(y, x)
 
 def abs(x) -> Array:  # noqa: A001 - JAX's name
-  """Elementwise |x|; unsigned values are returned unchanged. `lax.abs(-2.)` is 2."""
-  x = _require('abs', asarray(x), *_NUMBER)
+  """Elementwise |x|; unsigned values are returned unchanged, complex ones give their (float) modulus.
+  `lax.abs(-2.)` is 2."""
+  x = _require('abs', asarray(x), *_ARITH)
+  if dtypes.is_complex(x.dtype): return core.abs(x)
   return x if dtypes.is_unsigned(x.dtype) else _build(Ops.ABS, x.dtype, [x.uop], x.weak)
 
 def rsqrt(x) -> Array:

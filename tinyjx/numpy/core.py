@@ -212,12 +212,24 @@ def _fold(op: Ops, srcs: list[UOp], weak: bool) -> Array:
 
 def unary(op: Ops, x) -> Array:
   """A unary primitive; ops in `GroupOp.FloatOnly` (exp, sin ...) promote integer and bool inputs to the default
-  float."""
+  float. On a complex `x`, the functions of `COMPLEX_COMPOSED` are formulas in exp, log, sin and cos."""
   x = asarray(x)
   if op in GroupOp.FloatOnly: x = promote_inexact(x)[0]
+  if dtypes.is_complex(x.dtype) and op in COMPLEX_COMPOSED: return COMPLEX_COMPOSED[op](x)
   if op not in GroupOp.ComplexOk: no_complex(jnp_name(op), x.dtype)
   if x.uop.op is Ops.CONST: return _fold(op, [x.uop], x.weak)
   return Array(UOp(op, x.dtype, (x.uop,)), x.weak)
+
+def _complex_sinh(z): return multiply(0.5, subtract(exp(z), exp(negative(z))))
+def _complex_cosh(z): return multiply(0.5, add(exp(z), exp(negative(z))))
+
+# complex forms of unary functions that are no primitive on complex operands (the split lowering has no rule for
+# them): compositions of the ones that are, so they lower and differentiate with no rules of their own
+COMPLEX_COMPOSED = {
+  Ops.TAN: lambda z: divide(sin(z), cos(z)), Ops.SINH: _complex_sinh, Ops.COSH: _complex_cosh,
+  Ops.TANH: lambda z: divide(_complex_sinh(z), _complex_cosh(z)), Ops.EXPM1: lambda z: subtract(exp(z), 1),
+  Ops.LOG1P: lambda z: log(add(z, 1)), Ops.RECIP: lambda z: divide(1, z),
+}
 
 def promote_inexact(*xs) -> list[Array]:
   """`xs` promoted together and then to a float type (ints and bool become the default float); weakness kept."""
@@ -365,7 +377,13 @@ def abs(x):  # noqa: A001 - numpy's name
   return x if dtypes.is_unsigned(x.dtype) or dtypes.is_bool(x.dtype) else unary(Ops.ABS, x)
 absolute = abs
 def fabs(x): return abs(promote_inexact(x)[0])
-def sign(x): _no_bool('sign', x); return unary(Ops.SIGN, x)
+def sign(x):
+  """-1, 0 or 1 by the sign of `x`; for a complex `x`, z / |z| (0 at 0), as JAX's."""
+  _no_bool('sign', x)
+  x = asarray(x)
+  if not dtypes.is_complex(x.dtype): return unary(Ops.SIGN, x)
+  m = abs(x)
+  return where(equal(m, 0), zeros_like(x), divide(x, astype(where(equal(m, 0), ones_like(m), m), x.dtype)))
 def sin(x): return unary(Ops.SIN, x)
 def cos(x): return unary(Ops.COS, x)
 def tan(x): return unary(Ops.TAN, x)
@@ -415,6 +433,7 @@ def round(x, decimals: int = 0):  # noqa: A001 - numpy's name
   """
   x = asarray(x)
   if dtypes.is_bool(x.dtype): raise TypeError("round does not accept bool arrays; cast them to a number type first")
+  if dtypes.is_complex(x.dtype): return _from_parts(round(real_part(x), decimals), round(imag_part(x), decimals))
   if not dtypes.is_float(x.dtype):
     if decimals < 0: raise NotImplementedError("round of integers with decimals < 0 is not implemented")
     return x
@@ -490,6 +509,9 @@ def imag_part(x) -> Array:
   x = asarray(x)
   if not dtypes.is_complex(x.dtype): return zeros_like(x)
   return _part(Ops.IMAG, x)
+def _from_parts(re: Array, im: Array) -> Array:
+  """re + i im for float arrays of one shape and dtype."""
+  return Array(UOp(Ops.COMPLEX, dtypes.complex_dtype(re.dtype), (re.uop, im.uop)), re.weak and im.weak)
 def _part(op: Ops, z: Array) -> Array:
   dt = dtypes.real_dtype(z.dtype)
   if z.uop.op is Ops.CONST:
@@ -505,7 +527,7 @@ def conj(x) -> Array:
   """
   x = asarray(x)
   if not dtypes.is_complex(x.dtype): return x
-  return Array(UOp(Ops.COMPLEX, x.dtype, (real_part(x).uop, negative(imag_part(x)).uop)), x.weak)
+  return Array(_from_parts(real_part(x), negative(imag_part(x))).uop, x.weak)
 conjugate = conj
 def angle(z, deg: bool = False) -> Array:
   """The argument of `z` in radians (degrees with `deg`), in (-pi, pi]; a float array.
@@ -784,7 +806,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
 
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, correction=None):
   """Variance over `axis` with `ddof` (or `correction`) degrees of freedom removed from the count (NaN when none
-  are left).
+  are left); the variance of complex values is the mean squared modulus of their deviations, a float.
 
   >>> var(asarray([1.0, 2.0, 3.0, 4.0]), ddof=1).item()
   1.6666666269302368
@@ -795,11 +817,12 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, 
   out_dt, calc = _mean_dtypes(a, dtype)
   x = astype(a, calc)
   centered = subtract(x, mean(x, axis, keepdims=True, where=where))
+  if dtypes.is_complex(calc): centered = abs(centered)
   ss = sum(multiply(centered, centered), axis, keepdims=keepdims, where=where)
-  n = _count(x, axis, keepdims, where, calc)
+  n = _count(x, axis, keepdims, where, dtypes.real_dtype(calc))
   if isinstance(n, int): result = divide(ss, n - ddof if n > ddof else math.nan)
   else: result = where_fn(greater(n, ddof), divide(ss, subtract(n, ddof)), math.nan)
-  return astype(result, out_dt)
+  return astype(result, dtypes.real_dtype(out_dt))
 
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, correction=None):
   """Standard deviation over `axis`: the square root of `var` with the same arguments."""
