@@ -90,7 +90,6 @@ UNARY = {
   Ops.CEIL: lambda n, x: np.ceil(x), Ops.ROUND: lambda n, x: np.round(x), Ops.TRUNC: lambda n, x: np.trunc(x),
   Ops.ERF: _erf_rule, Ops.NOT: lambda n, x: np.logical_not(x) if x.dtype == np.bool_ else np.invert(x),
   Ops.CAST: _cast, Ops.BITCAST: lambda n, x: x.view(n.dtype.np),
-  Ops.REAL: lambda n, x: np.real(x), Ops.IMAG: lambda n, x: np.imag(x),
 }
 BINARY = {
   Ops.ADD: lambda n, a, b: a + b, Ops.SUB: lambda n, a, b: a - b, Ops.MUL: lambda n, a, b: a * b,
@@ -100,7 +99,6 @@ BINARY = {
   Ops.SHL: lambda n, a, b: _shift(n, a, b, True), Ops.SHR: lambda n, a, b: _shift(n, a, b, False),
   Ops.CMPLT: lambda n, a, b: a < b, Ops.CMPLE: lambda n, a, b: a <= b, Ops.CMPEQ: lambda n, a, b: a == b,
   Ops.CMPNE: lambda n, a, b: a != b,
-  Ops.COMPLEX: lambda n, a, b: _complex(n, a, b),
 }
 
 def _acc_dtype(d):
@@ -228,6 +226,7 @@ python_rules: dict = {
   **{op: (lambda f: lambda n, x: f(n, x))(f) for op, f in UNARY.items()},
   **BINARY,
   Ops.WHERE: lambda n, c, a, b: np.where(c, a, b),
+  Ops.REAL: lambda n, z: np.real(z), Ops.IMAG: lambda n, z: np.imag(z), Ops.COMPLEX: _complex,
   Ops.TAG: lambda n, x: x,
   Ops.REDUCE: lambda n, x: reduce_value(n.arg[0], x, n.arg[1], n.dtype),
   Ops.CUMULATIVE: _cumulative,
