@@ -433,7 +433,7 @@ def round(x, decimals: int = 0):  # noqa: A001 - numpy's name
   """
   x = asarray(x)
   if dtypes.is_bool(x.dtype): raise TypeError("round does not accept bool arrays; cast them to a number type first")
-  if dtypes.is_complex(x.dtype): return _from_parts(round(real_part(x), decimals), round(imag_part(x), decimals))
+  if dtypes.is_complex(x.dtype): return from_parts(round(real_part(x), decimals), round(imag_part(x), decimals))
   if not dtypes.is_float(x.dtype):
     if decimals < 0: raise NotImplementedError("round of integers with decimals < 0 is not implemented")
     return x
@@ -509,7 +509,7 @@ def imag_part(x) -> Array:
   x = asarray(x)
   if not dtypes.is_complex(x.dtype): return zeros_like(x)
   return _part(Ops.IMAG, x)
-def _from_parts(re: Array, im: Array) -> Array:
+def from_parts(re: Array, im: Array) -> Array:
   """re + i im for float arrays of one shape and dtype."""
   return Array(UOp(Ops.COMPLEX, dtypes.complex_dtype(re.dtype), (re.uop, im.uop)), re.weak and im.weak)
 def _part(op: Ops, z: Array) -> Array:
@@ -527,7 +527,7 @@ def conj(x) -> Array:
   """
   x = asarray(x)
   if not dtypes.is_complex(x.dtype): return x
-  return Array(_from_parts(real_part(x), negative(imag_part(x))).uop, x.weak)
+  return Array(from_parts(real_part(x), negative(imag_part(x))).uop, x.weak)
 conjugate = conj
 def angle(z, deg: bool = False) -> Array:
   """The argument of `z` in radians (degrees with `deg`), in (-pi, pi]; a float array.

@@ -19,7 +19,7 @@ import numpy as np
 from tinyjx import dtypes
 from tinyjx.array import Array
 from tinyjx.numpy import base as jnp
-from tinyjx.numpy.core import promote_inexact
+from tinyjx.numpy.core import promote_inexact, from_parts
 from tinyjx.uop import normalize_axis
 
 __all__ = ['fft', 'ifft', 'rfft', 'irfft', 'hfft', 'ihfft', 'fft2', 'ifft2', 'fftn', 'ifftn', 'rfft2', 'irfft2',
@@ -59,9 +59,12 @@ def _split_factor(n: int) -> int:
 # ---------------------------------------------------------------- one axis, the last one
 
 def _dft_matmul(x: Array, sign: int) -> Array:
-  """The DFT of the last axis as one matmul with the n x n matrix of roots of unity."""
+  """The DFT of the last axis as one matmul with the n x n matrix of roots of unity; a real `x` (the first
+  stage of a real input's transform) takes two real matmuls instead of four."""
   n = x.shape[-1]
-  return jnp.matmul(x, _const(_roots(n, n, sign), x.dtype))
+  w = _roots(n, n, sign)
+  if dtypes.is_complex(x.dtype): return jnp.matmul(x, _const(w, x.dtype))
+  return from_parts(jnp.matmul(x, _const(w.real, x.dtype)), jnp.matmul(x, _const(w.imag, x.dtype)))
 
 def _cooley_tukey(x: Array, n1: int, sign: int) -> Array:
   """n = n1 * n2: x[n2 j1 + j2] -> transforms over j1, twiddles, transforms over j2 -> X[k1 + n1 k2]."""
@@ -69,7 +72,7 @@ def _cooley_tukey(x: Array, n1: int, sign: int) -> Array:
   n2 = n // n1
   y = jnp.swapaxes(x.reshape(lead + (n1, n2)), -1, -2)                  # [..., j2, j1]
   y = _transform(y, sign)                                               # [..., j2, k1]
-  y = y * _const(_roots(n, n1, sign, rows=n2), x.dtype)                 # exp(sign 2 pi i j2 k1 / n)
+  y = y * _const(_roots(n, n1, sign, rows=n2), y.dtype)                 # exp(sign 2 pi i j2 k1 / n)
   y = _transform(jnp.swapaxes(y, -1, -2), sign)                         # [..., k1, k2]
   return jnp.swapaxes(y, -1, -2).reshape(lead + (n,))                   # k = k1 + n1 k2
 
@@ -83,14 +86,16 @@ def _bluestein(x: Array, sign: int) -> Array:
   kernel = np.zeros(m, np.complex128)
   kernel[:n], kernel[m - n + 1:] = np.conj(w), np.conj(w[1:][::-1])
   spectrum = np.fft.fft(kernel)                                        # a constant: computed once, on the host
-  a = jnp.pad(x * _const(w, x.dtype), [(0, 0)] * (x.ndim - 1) + [(0, m - n)])
-  conv = _transform(_transform(a, -1) * _const(spectrum, x.dtype), 1) / m   # inverse of the power-of-two length
-  return conv[..., :n] * _const(w, x.dtype)
+  cdt = dtypes.complex_dtype(x.dtype)
+  a = jnp.pad(x * _const(w, cdt), [(0, 0)] * (x.ndim - 1) + [(0, m - n)])
+  conv = _transform(_transform(a, -1) * _const(spectrum, cdt), 1) / m   # inverse of the power-of-two length
+  return conv[..., :n] * _const(w, cdt)
 
 def _transform(x: Array, sign: int) -> Array:
-  """The unnormalized DFT of complex `x` along its last axis (sign -1 forward, +1 inverse)."""
+  """The unnormalized DFT of `x` (complex, or float for a real input) along its last axis (sign -1 forward, +1
+  inverse); the result is complex."""
   n = x.shape[-1]
-  if n <= 1: return x
+  if n <= 1: return x if dtypes.is_complex(x.dtype) else x.astype(dtypes.complex_dtype(x.dtype))
   if n <= DIRECT: return _dft_matmul(x, sign)
   p = _smallest_factor(n)
   if p == n: return _dft_matmul(x, sign) if n <= DIRECT_PRIME else _bluestein(x, sign)
@@ -128,6 +133,13 @@ def _as_complex(x) -> Array:
   if dtypes.is_complex(x.dtype): return x
   return x.astype(dtypes.complex_dtype(promote_inexact(x)[0].dtype))
 
+def _inexact(x) -> Array:
+  """A complex `x` as it is, a real one as floats (its first transform stage multiplies real by complex)."""
+  x = jnp.asarray(x)
+  if dtypes.is_complex(x.dtype): return x
+  x = promote_inexact(x)[0]
+  return x if x.dtype.itemsize >= 4 else x.astype(dtypes.float32)
+
 def _along(x: Array, axis: int, name: str, f) -> Array:
   """`f` applied to `x` with `axis` moved last, and moved back after."""
   if x.ndim == 0: raise ValueError(f"jnp.fft.{name} needs an array of at least one dimension, got a 0-d array")
@@ -135,7 +147,7 @@ def _along(x: Array, axis: int, name: str, f) -> Array:
   return jnp.moveaxis(f(jnp.moveaxis(x, ax, -1)), -1, ax)
 
 def _c2c(a, n, axis: int, norm, inverse: bool, name: str) -> Array:
-  norm, x = _check_norm(norm), _as_complex(a)
+  norm, x = _check_norm(norm), _inexact(a)
   def one(v):
     size = v.shape[-1] if n is None else _length(n, name)
     if size == 0: raise ValueError(f"jnp.fft.{name}: invalid number of FFT data points (0); the axis is empty")
@@ -205,14 +217,14 @@ def _axes_and_sizes(x: Array, s, axes, name: str) -> tuple[list, list]:
 
 def fftn(a, s=None, axes=None, norm=None) -> Array:
   """The transform over several axes (all by default): one 1-D transform per axis (numpy.fft.fftn)."""
-  x = _as_complex(a)
+  x = _inexact(a)
   axes, sizes = _axes_and_sizes(x, s, axes, 'fftn')
   for ax, n in zip(axes, sizes): x = _c2c(x, n, ax, norm, False, 'fftn')
   return x
 
 def ifftn(a, s=None, axes=None, norm=None) -> Array:
   """The inverse transform over several axes (numpy.fft.ifftn)."""
-  x = _as_complex(a)
+  x = _inexact(a)
   axes, sizes = _axes_and_sizes(x, s, axes, 'ifftn')
   for ax, n in zip(axes, sizes): x = _c2c(x, n, ax, norm, True, 'ifftn')
   return x
