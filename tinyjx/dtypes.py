@@ -152,7 +152,8 @@ def to_dtype(x, name: str = "dtype") -> DType:
                    "(string and object types are not supported)")
 
 # --- the promotion lattice (JAX's "type promotion semantics") ---
-# Nodes: concrete dtypes plus the weak kinds 'i*' (Python int), 'f*' (Python float) and 'c*' (Python complex). Edges go to the
+# Nodes: concrete dtypes plus the weak kinds 'i*' (Python int), 'f*' (Python float) and 'c*' (Python complex).
+# Edges go to the
 # next wider types. With 64-bit mode off, uint32 climbs to int32 instead of int64, as in JAX: no promotion
 # may form a 64-bit type from 32-bit inputs.
 _UP: dict = {
@@ -163,8 +164,8 @@ _UP: dict = {
 }
 _UP_X32 = {**_UP, 'u32': ['i32', 'u64']}
 _NODE = {bool_: 'b', int8: 'i8', int16: 'i16', int32: 'i32', int64: 'i64', uint8: 'u8', uint16: 'u16',
-         uint32: 'u32', uint64: 'u64', float16: 'f16', bfloat16: 'bf16', float32: 'f32', float64: 'f64', complex64: 'c64',
-         complex128: 'c128'}
+         uint32: 'u32', uint64: 'u64', float16: 'f16', bfloat16: 'bf16', float32: 'f32', float64: 'f64',
+         complex64: 'c64', complex128: 'c128'}
 _FROM_NODE = {v: k for k, v in _NODE.items()}
 
 @functools.lru_cache(None)

@@ -36,8 +36,8 @@ def _dtype_of(x):
   _, jnp = _api()
   d = dtypes.to_dtype(jnp.asarray(x).dtype)
   if not dtypes.is_inexact(d):
-    raise TypeError(f'check_grads: arguments must be float or complex arrays, got a {d} leaf; differentiate with respect to '
-                    f'float inputs only (close over the integer ones, e.g. with functools.partial)')
+    raise TypeError(f'check_grads: arguments must be float or complex arrays, got a {d} leaf; differentiate with '
+                    f'respect to float inputs only (close over the integer ones, e.g. with functools.partial)')
   return d
 
 def _widest(tree) -> str:

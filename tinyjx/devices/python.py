@@ -114,7 +114,8 @@ def _sum_dtype(op: Ops, d):
   """What a reduction or running total of `op` accumulates in: float32 sums in float64, as the compiled C kernels
   do (render.py `wide_sums`), so a sum is as accurate along any axis and length as a pairwise one (numpy's own
   sum is pairwise only along a contiguous axis: a column sum of 1e6 float32 rows would be off by 1e-4)."""
-  if op is Ops.ADD and d in (dtypes.float32, dtypes.complex64): return np.float64 if d is dtypes.float32 else np.complex128
+  if op is Ops.ADD and d is dtypes.float32: return np.float64
+  if op is Ops.ADD and d is dtypes.complex64: return np.complex128   # its parts are float32 sums
   return _acc_dtype(d)
 
 def reduce_value(op: Ops, x: np.ndarray, axes: tuple, dt) -> np.ndarray:

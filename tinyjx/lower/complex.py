@@ -33,7 +33,8 @@ def const(v, like: UOp) -> UOp: return UOp.const(v, like.dtype, like.shape)
 
 def mul(a, b) -> tuple:
   (ar, ai), (br, bi) = a, b
-  return alu(Ops.SUB, alu(Ops.MUL, ar, br), alu(Ops.MUL, ai, bi)), alu(Ops.ADD, alu(Ops.MUL, ar, bi), alu(Ops.MUL, ai, br))
+  re = alu(Ops.SUB, alu(Ops.MUL, ar, br), alu(Ops.MUL, ai, bi))
+  return re, alu(Ops.ADD, alu(Ops.MUL, ar, bi), alu(Ops.MUL, ai, br))
 
 def div(a, b) -> tuple:
   """(a / b) by Smith's rule: the larger part of b divides first, so |b|^2 never overflows or underflows."""
@@ -63,7 +64,8 @@ def sqrt(z) -> tuple:
   """The principal root: t = sqrt((|z| + |re|) / 2) is one part, |im| / 2t the other, the sign of im on the imaginary
   one (numpy's branch cut, but -0.0 counts as +0.0)."""
   re, im = z
-  t = alu(Ops.SQRT, alu(Ops.MUL, const(0.5, re), alu(Ops.ADD, alu(Ops.SQRT, modulus_squared(re, im)), alu(Ops.ABS, re))))
+  modulus = alu(Ops.SQRT, modulus_squared(re, im))
+  t = alu(Ops.SQRT, alu(Ops.MUL, const(0.5, re), alu(Ops.ADD, modulus, alu(Ops.ABS, re))))
   zero = alu(Ops.CMPEQ, t, const(0, t))
   other = alu(Ops.WHERE, zero, const(0, t), alu(Ops.DIV, alu(Ops.ABS, im), alu(Ops.MUL, const(2, t), t)))
   right = alu(Ops.CMPLE, const(0, re), re)
@@ -77,7 +79,8 @@ def sin(z) -> tuple:
 
 def cos(z) -> tuple:
   re, im = z
-  return alu(Ops.MUL, alu(Ops.COS, re), alu(Ops.COSH, im)), alu(Ops.NEG, alu(Ops.MUL, alu(Ops.SIN, re), alu(Ops.SINH, im)))
+  im_out = alu(Ops.NEG, alu(Ops.MUL, alu(Ops.SIN, re), alu(Ops.SINH, im)))
+  return alu(Ops.MUL, alu(Ops.COS, re), alu(Ops.COSH, im)), im_out
 
 def pairwise(op: Ops):
   """A linear op (add, a view, a sum) applies to each part alone."""

@@ -782,7 +782,8 @@ def all(a, axis=None, out=None, keepdims=False, where=None):  # noqa: A001
 def _mean_dtypes(a: Array, dtype) -> tuple[DType, DType]:
   """(result dtype, computation dtype) of mean/var/std: ints give the default float; 16-bit floats compute in
   float32, as JAX does."""
-  out = dtypes.to_dtype(dtype) if dtype is not None else a.dtype if dtypes.is_inexact(a.dtype) else dtypes.default_float()
+  inexact = a.dtype if dtypes.is_inexact(a.dtype) else dtypes.default_float()
+  out = dtypes.to_dtype(dtype) if dtype is not None else inexact
   calc = out if dtypes.is_inexact(out) else dtypes.default_float()
   return out, (dtypes.float32 if calc.itemsize < 4 else calc)
 

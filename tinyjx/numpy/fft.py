@@ -34,7 +34,7 @@ NORMS = ('backward', 'ortho', 'forward')
 @functools.lru_cache(maxsize=256)
 def _roots(n: int, m: int, sign: int, rows: int | None = None) -> np.ndarray:
   """exp(sign 2 pi i j k / n) for j < rows (default m), k < m, as complex128 (the exponent reduced mod n first;
-  parts that are zero exactly, at quarter turns, are made exactly zero, so fft([1, 2, 3, 4])[2] is -2, not -2 - 5e-16j)."""
+  parts that are zero exactly, at quarter turns, are made exactly zero: fft([1, 2, 3, 4])[2] is -2, not -2 - 5e-16j)."""
   j = np.arange(m if rows is None else rows).reshape(-1, 1)
   k = np.arange(m).reshape(1, -1)
   w = np.exp(sign * 2j * np.pi * ((j * k) % n) / n)

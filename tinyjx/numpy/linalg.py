@@ -47,8 +47,8 @@ def norm(x, ord=None, axis=None, keepdims: bool = False) -> Array:
   """
   if dtypes.is_complex(asarray(x).dtype) and ord in (2, -2, 'nuc') and (axis is None and asarray(x).ndim == 2 or
                                                                         not isinstance(axis, int) and axis is not None):
-    raise NotImplementedError(f"norm: ord={ord!r} of a complex matrix needs its singular values, and tinyjx's svd is "
-                              "real only; use ord='fro', 1 or inf, or norm the real and imaginary parts' stacked matrix")
+    raise NotImplementedError(f"norm: ord={ord!r} of a complex matrix needs its singular values, and tinyjx's svd "
+                              "is real only; use ord='fro', 1 or inf")
   x = _float(x)
   if axis is None:
     if ord is None:
