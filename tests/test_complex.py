@@ -203,13 +203,42 @@ def test_lax_complex_refuses_complex_and_mixed_operands():
   with pytest.raises(TypeError, match="same dtypes"):
     lax.complex(jnp.ones(2), jnp.ones(2, jnp.int32))
 
-def test_complex_loop_carry_on_a_compiled_device_says_the_fix(cpu):
-  f = tinyjx.jit(lambda z: lax.fori_loop(0, 3, lambda i, c: c * 1j, z))
+def test_an_op_without_a_split_rule_says_the_fix(cpu):
+  f = tinyjx.jit(lambda z: jnp.cumprod(z, 1))
   with tinyjx.Context(TINYJX_DEVICE='CPU'):
-    with pytest.raises(NotImplementedError, match=r"complex64 operands does not run on the CPU:0 device.*DEVICE=PYTHON"):
+    with pytest.raises(NotImplementedError, match=r"running product \(cumprod\) with complex64 operands does not run on "
+                                                  r"the CPU:0 device.*TINYJX_DEVICE=PYTHON"):
       f(jnp.asarray(Z))
   with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
-    np.testing.assert_allclose(np.asarray(f(jnp.asarray(Z))), Z * (1j) ** 3, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(f(jnp.asarray(Z))), np.cumprod(Z, 1), rtol=1e-5)
+
+LOOPS = {   # complex carries, xs, ys and branch operands: the compiled loop steps take them as packed floats
+  'fori_loop': lambda z: lax.fori_loop(0, 3, lambda i, c: c * 1j + i, z),
+  'scan': lambda z: lax.scan(lambda c, x: (c * x, c + jnp.real(x)), jnp.ones(4, jnp.complex64), z),
+  'scan_real_xs': lambda z: lax.scan(lambda c, x: (c + lax.complex(x, -x), jnp.imag(c)), z[0], jnp.real(z)),
+  'cond': lambda z: lax.cond(jnp.real(z[0, 0]) > 0, lambda v: v * 2j, lambda v: jnp.conj(v), z),
+  'while_loop': lambda z: lax.while_loop(lambda c: jnp.sum(jnp.abs(c)) < 50, lambda c: c * (1 + 1j), z),
+  'grad_of_loop': tinyjx.grad(lambda z: jnp.sum(jnp.abs(lax.fori_loop(0, 2, lambda i, c: c * c + 1j, z)) ** 2)),
+}
+
+@pytest.mark.parametrize("name", sorted(LOOPS))
+def test_control_flow_with_complex_values_compiled(name, cpu):
+  f = tinyjx.jit(LOOPS[name])
+  with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
+    want = [np.asarray(v) for v in tinyjx.tree_util.tree_leaves(f(jnp.asarray(Z)))]
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    got = [np.asarray(v) for v in tinyjx.tree_util.tree_leaves(f(jnp.asarray(Z)))]
+  for g, w in zip(got, want):
+    assert g.dtype == w.dtype
+    np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
+
+def test_pmap_collectives_of_complex_values():
+  z = jnp.asarray(crandn(2, 3))
+  with tinyjx.Context(TINYJX_CPU_DEVICES=2):
+    summed = tinyjx.pmap(lambda v: lax.psum(v, 'i'), axis_name='i')(z)
+    gathered = tinyjx.pmap(lambda v: lax.all_gather(v, 'i'), axis_name='i')(z)
+  np.testing.assert_allclose(np.asarray(summed), np.broadcast_to(np.asarray(z).sum(0), (2, 3)), rtol=1e-6)
+  np.testing.assert_allclose(np.asarray(gathered), np.broadcast_to(np.asarray(z), (2, 2, 3)), rtol=1e-6)
 
 # ---------------------------------------------------------------- autodiff, JAX's convention
 

@@ -11,14 +11,16 @@ view on the CPU, a copy through the host on a device whose memory is not the hos
 
 Contract: `split(params, roots, device)` maps a jaxpr whose params and roots may be complex to one with none (complex
 params and roots of shape S become float ones of shape S + (2,)). Ops a complex operand can reach are those of
-`GroupOp.ComplexOk`, the movement ops, sums, dot_general, gather and scatter (add, set); control flow and
-collectives with complex operands are not split and raise `ComplexLoweringError` (a `NotImplementedError`) naming
-the op, the dtype, the device and the fix.
+`GroupOp.ComplexOk`, the movement ops, sums, dot_general, gather, scatter (add, set) and the linear collectives;
+a COND, WHILE or SCAN takes and gives its complex values packed the same way, its sub-jaxprs wrapped to unpack them
+(each is compiled, and split, as a program of its own). Anything else on complex operands raises
+`ComplexLoweringError` (a `NotImplementedError`) naming the op, the dtype, the device and the fix.
 """
 from __future__ import annotations
+import dataclasses
 import numpy as np
 from tinyjx import dtypes, array
-from tinyjx.uop import UOp, Ops, GroupOp, toposort
+from tinyjx.uop import UOp, Ops, GroupOp, toposort, substitute
 
 def has_complex(roots) -> bool:
   """Whether any node of the graphs `roots` (or an output of a multi-output node) is complex."""
@@ -121,9 +123,13 @@ COMPLEX_RULES = {
   Ops.SIN: lambda n, z: sin(z), Ops.COS: lambda n, z: cos(z),
   Ops.COMPLEX: lambda n, x, y: (x.cast(dtypes.real_dtype(n.dtype)), y.cast(dtypes.real_dtype(n.dtype))),
   Ops.CAST: cast_to_complex,
-  **{op: pairwise(op) for op in GroupOp.Movement | {Ops.CUMULATIVE, Ops.GATHER, Ops.STOP_GRADIENT, Ops.TAG}},
-  Ops.REDUCE: lambda n, z: pairwise(Ops.REDUCE)(n, z) if n.arg[0] is Ops.ADD else _refuse(n, "a product reduction"),
+  **{op: pairwise(op) for op in GroupOp.Movement | {Ops.GATHER, Ops.STOP_GRADIENT, Ops.TAG}},
+  Ops.REDUCE: lambda n, z: sums(Ops.REDUCE, n, z, "a product reduction (jnp.prod multiplies pairs instead)"),
+  Ops.CUMULATIVE: lambda n, z: sums(Ops.CUMULATIVE, n, z, "a running product (cumprod)"),
   Ops.DOT_GENERAL: dot, Ops.SCATTER: scatter,
+  # the linear collectives exchange each part alone (pmax and pmin have no meaning on complex values)
+  **{op: pairwise(op) for op in (Ops.PSUM, Ops.ALL_GATHER, Ops.PPERMUTE, Ops.ALL_TO_ALL, Ops.PSUM_SCATTER)},
+  Ops.GETITEM: lambda n, node: as_parts(n, UOp(Ops.GETITEM, dtypes.real_dtype(n.dtype), (node,), n.arg)),
 }
 
 def cast_from_complex(n, z) -> UOp:
@@ -149,8 +155,16 @@ def unsplittable(n: UOp, what: str | None = None, device: str = "a compiled devi
     "(TINYJX_DEVICE=PYTHON, or `with tinyjx.Context(TINYJX_DEVICE='PYTHON'):`), or carry the real and imaginary "
     "parts (jnp.real, jnp.imag) through it as float arrays")
 
+class NoRule(Exception):
+  """A rule's way to say it cannot split this node (`split` turns it into the error naming the device)."""
+
 def _refuse(n, what):
-  raise unsplittable(n, what)
+  raise NoRule(what)
+
+def sums(op: Ops, n: UOp, z: tuple, other: str) -> tuple:
+  """A sum (reduction or running) of complex values is the sums of the parts; a product is not."""
+  if n.arg[0] is not Ops.ADD: _refuse(n, other)
+  return pairwise(op)(n, z)
 
 # ---------------------------------------------------------------- the program rewrite
 
@@ -182,6 +196,38 @@ def buffer_parts(n: UOp) -> tuple:
   flat = NumpyBuffer(buf.device, parts_array(buf.numpy(), n.dtype), dtypes.real_dtype(n.dtype))
   return as_parts(n, array.buffer_uop(flat))
 
+# ---------------------------------------------------------------- control flow: complex values cross as packed floats
+
+def packed_aval(shape: tuple, dt) -> tuple:
+  return (tuple(shape) + (2,), dtypes.real_dtype(dt)) if dtypes.is_complex(dt) else (tuple(shape), dt)
+
+def packed_sub_jaxpr(j):
+  """A sub-jaxpr of a loop or cond whose complex params and outputs are float arrays with a trailing axis of 2:
+  inside, the complex values are rebuilt from them (the sub-program is compiled, and split, on its own)."""
+  from tinyjx.tracing import Jaxpr
+  params, mapping = [], {}
+  for p in j.params:
+    if not dtypes.is_complex(p.dtype): params.append(p); continue
+    slot, shape, trace = p.arg
+    q = UOp(Ops.PARAM, dtypes.real_dtype(p.dtype), (), (slot, shape + (2,), trace))
+    mapping[p] = UOp(Ops.COMPLEX, p.dtype, as_parts(p, q))
+    params.append(q)
+  roots = substitute(list(j.effects) + list(j.outs), mapping)
+  effects, outs = roots[:len(j.effects)], roots[len(j.effects):]
+  outs = [packed((UOp(Ops.REAL, dtypes.real_dtype(o.dtype), (o,)), UOp(Ops.IMAG, dtypes.real_dtype(o.dtype), (o,))))
+          if dtypes.is_complex(o.dtype) else o for o in outs]
+  return Jaxpr(params, outs, j.in_tree, j.out_tree, j.out_weak, j.name, effects)
+
+def packed_loop(n: UOp, srcs: tuple, device: str) -> UOp:
+  """A COND, WHILE or SCAN node with complex operands or results, on packed floats (its sub-jaxprs wrapped)."""
+  if not dataclasses.is_dataclass(n.arg) or not hasattr(n.arg, 'jaxprs'): raise unsplittable(n, device=device)
+  arg = dataclasses.replace(n.arg, jaxprs=tuple(packed_sub_jaxpr(j) for j in n.arg.jaxprs),
+                            out_avals=tuple(packed_aval(s, d) for s, d in n.arg.out_avals))
+  return UOp(n.op, n.dtype, tuple(packed(s) if isinstance(s, tuple) else s for s in srcs), arg)
+
+def has_complex_avals(n: UOp) -> bool:
+  return n.op in GroupOp.MultiOutput and any(dtypes.is_complex(d) for _, d in getattr(n.arg, 'out_avals', ()))
+
 def split(params: list, roots: list, device: str = "a compiled device") -> tuple[list, list]:
   """The program `params -> roots` with every complex value carried as two float parts (see the module doc);
   `device` names the device in the error for an op with no rule."""
@@ -195,11 +241,16 @@ def split(params: list, roots: list, device: str = "a compiled device") -> tuple
     if n in new: continue
     srcs = tuple(parts.get(s, new.get(s, s)) for s in n.src)
     complex_src = any(isinstance(s, tuple) for s in srcs)
-    if dtypes.is_complex(n.dtype):
+    if n.op in GroupOp.MultiOutput and (complex_src or has_complex_avals(n)):
+      new[n] = packed_loop(n, srcs, device)
+    elif dtypes.is_complex(n.dtype):
       if n.op is Ops.BUFFER: parts[n] = buffer_parts(n); continue
       rule = COMPLEX_RULES.get(n.op)
       if rule is None: raise unsplittable(n, device=device)
-      parts[n] = rule(n, *srcs)
+      try:
+        parts[n] = rule(n, *srcs)
+      except NoRule as e:
+        raise unsplittable(n, str(e), device) from None
     elif complex_src:
       rule = FROM_COMPLEX_RULES.get(n.op)
       if rule is None: raise unsplittable(n, device=device)

@@ -858,6 +858,7 @@ def argmin(a, axis=None, out=None, keepdims=False):
 
 def _cumulative(op: Ops, a, axis, dtype, reverse=False) -> Array:
   a = asarray(a)
+  if op in (Ops.MAX, Ops.MIN): no_complex('cummax' if op is Ops.MAX else 'cummin', a.dtype, _UNORDERED)
   if axis is None: a, axis = Array(a.uop.reshape((a.size,))), 0
   dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.default_int() if dtypes.is_bool(a.dtype) else a.dtype
   a = astype(a, dt)
