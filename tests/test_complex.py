@@ -320,3 +320,26 @@ def test_compiled_gradient_matches_reference(cpu):
     got = np.asarray(tinyjx.jit(tinyjx.grad(loss))(zs, xs))
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
   assert dtypes.is_complex(tinyjx.jit(tinyjx.grad(loss))(zs, xs).dtype)
+
+def test_holomorphic_jacobians_and_hessian():
+  z = jnp.asarray(crandn(3))
+  want = np.diag(2 * np.asarray(z))
+  for jac in (tinyjx.jacrev, tinyjx.jacfwd):
+    np.testing.assert_allclose(np.asarray(jac(lambda v: v * v, holomorphic=True)(z)), want, rtol=1e-6)
+  h = tinyjx.hessian(lambda v: jnp.sum(v ** 3), holomorphic=True)(z)
+  np.testing.assert_allclose(np.asarray(h), np.diag(6 * np.asarray(z)), rtol=1e-5)
+  # a real function of complex inputs: jacrev rows are JAX's gradients (conjugated Wirtinger derivatives, times 2)
+  np.testing.assert_allclose(np.asarray(tinyjx.jacrev(lambda v: jnp.abs(v) ** 2)(z)), np.diag(2 * np.conj(z)), rtol=1e-5)
+  # a complex function of real inputs: jacfwd's columns are its (complex) partial derivatives
+  np.testing.assert_allclose(np.asarray(tinyjx.jacfwd(lambda x: x * (1 + 2j))(jnp.ones(2))), np.eye(2) * (1 + 2j))
+
+def test_jacobian_errors_say_holomorphic():
+  z = jnp.asarray(crandn(2))
+  with pytest.raises(TypeError, match="jacfwd requires real-valued inputs.*holomorphic=True"):
+    tinyjx.jacfwd(jnp.abs)(z)
+  with pytest.raises(TypeError, match="jacrev requires a real-valued output.*holomorphic=True"):
+    tinyjx.jacrev(lambda v: v * v)(z)
+  with pytest.raises(TypeError, match="jacrev with holomorphic=True requires a complex output"):
+    tinyjx.jacrev(jnp.abs, holomorphic=True)(z)
+  with pytest.raises(TypeError, match="jacfwd with holomorphic=True requires complex inputs"):
+    tinyjx.jacfwd(lambda x: x * 1j, holomorphic=True)(jnp.ones(2))

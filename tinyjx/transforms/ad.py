@@ -672,25 +672,34 @@ def check_float_inputs(diff: tuple, paths, name: str, allow_int: bool) -> None:
                       f"Differentiate with respect to float inputs (e.g. {p}.astype(jnp.float32)), use vjp, or pass "
                       f"allow_int=True to get zero gradients for integer inputs")
 
-def check_complex_inputs(diff: tuple, paths) -> None:
-  """grad(holomorphic=True) differentiates complex inputs only, as JAX."""
+def check_complex_inputs(diff: tuple, paths, name: str = "grad") -> None:
+  """grad/jacrev/jacfwd(holomorphic=True) differentiate complex inputs only, as JAX."""
   for x, p in zip(tree_util.tree_leaves(diff), paths):
     shape, dt, _ = tracing.aval_of(x, p)
     if not dtypes.is_complex(dt):
-      raise TypeError(f"grad with holomorphic=True requires complex inputs, but argument {p} is "
+      raise TypeError(f"{name} with holomorphic=True requires complex inputs, but argument {p} is "
                       f"{dt.short}[{','.join(map(str, shape))}]; convert it with x.astype(jnp.complex64), or drop "
                       "holomorphic=True for a real input")
 
-def check_output_kind(out: UOp, holomorphic: bool) -> None:
-  """A real output for grad; a complex one for grad(holomorphic=True)."""
+def check_real_inputs(diff: tuple, paths) -> None:
+  """jacfwd without holomorphic=True differentiates real inputs only: its basis tangents would be real."""
+  for x, p in zip(tree_util.tree_leaves(diff), paths):
+    shape, dt, _ = tracing.aval_of(x, p)
+    if dtypes.is_complex(dt):
+      raise TypeError(f"jacfwd requires real-valued inputs, but argument {p} is "
+                      f"{dt.short}[{','.join(map(str, shape))}]; pass holomorphic=True for a holomorphic function, or "
+                      "use jvp for a non-holomorphic one")
+
+def check_output_kind(out: UOp, holomorphic: bool, name: str = "grad") -> None:
+  """A real output for grad and jacrev; a complex one with holomorphic=True."""
   if holomorphic and not dtypes.is_complex(out.dtype):
-    raise TypeError(f"grad with holomorphic=True requires a complex output, got {aval_text(out)}; drop "
+    raise TypeError(f"{name} with holomorphic=True requires a complex output, got {aval_text(out)}; drop "
                     "holomorphic=True for a real-valued function")
-  if not holomorphic and dtypes.is_complex(out.dtype):
-    raise TypeError(f"grad requires a real-valued output, got {aval_text(out)}; pass holomorphic=True for a "
+  if not holomorphic and dtypes.is_complex(out.dtype) and name != "jacfwd":
+    raise TypeError(f"{name} requires a real-valued output, got {aval_text(out)}; pass holomorphic=True for a "
                     "holomorphic function, or use vjp for a complex output of a non-holomorphic function")
-  if not is_float(out.dtype):
-    raise TypeError(f"grad requires a real-valued (float) output, got {aval_text(out)}")
+  if name == "grad" and not is_float(out.dtype):
+    raise TypeError(f"{name} requires a real-valued (float) output, got {aval_text(out)}")
 
 def realize_together(arrays: list) -> None:
   """Compute concrete results in one schedule (value and gradient share the forward pass); graphs that
@@ -856,7 +865,8 @@ def offsets(sizes) -> list[int]: return [sum(sizes[:i]) for i in range(len(sizes
 
 def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
   """The Jacobian by reverse mode: `vmap` of the vjp over the rows of the identity. Each output leaf gets
-  the argument structure with blocks of shape `out.shape + arg.shape`.
+  the argument structure with blocks of shape `out.shape + arg.shape`. Outputs are real, or complex with
+  `holomorphic=True` (complex inputs and outputs; the blocks are then the complex derivatives).
 
   >>> import tinyjx, tinyjx.numpy as jnp
   >>> tinyjx.jacrev(lambda x: x * x)(jnp.array([1.0, 2.0])).tolist()
@@ -868,7 +878,9 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     from tinyjx.transforms.batching import vmap
     diff, f_diff, paths = split_args(fun, args, kwargs, argnums, "jacrev")
     check_float_inputs(diff, paths, "jacrev", allow_int)
+    if holomorphic: check_complex_inputs(diff, paths, "jacrev")
     tape = Tape(f_diff, diff, has_aux, name, paths)
+    for o in tape.outs: check_output_kind(o, holomorphic, "jacrev")
     avals = [(o.shape, o.dtype) for o in tape.outs]
     cts = vmap(lambda *c: tape.pullback([x.uop for x in c]))(*[Array(b) for b in standard_basis(avals)])
     sizes = [math.prod(s) for s, _ in avals]
@@ -883,7 +895,8 @@ jacobian = jacrev
 
 def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
   """The Jacobian by forward mode: `vmap` of the jvp over the columns of the identity; the same layout as
-  `jacrev` (each output leaf gets the argument structure with blocks of shape `out.shape + arg.shape`).
+  `jacrev` (each output leaf gets the argument structure with blocks of shape `out.shape + arg.shape`). Inputs are
+  real, or complex with `holomorphic=True` (complex outputs too).
 
   >>> import tinyjx, tinyjx.numpy as jnp
   >>> tinyjx.jacfwd(lambda x: x * x)(jnp.array([1.0, 2.0])).tolist()
@@ -895,7 +908,10 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
     from tinyjx.transforms.batching import vmap
     diff, f_diff, paths = split_args(fun, args, kwargs, argnums, "jacfwd")
     check_float_inputs(diff, paths, "jacfwd", False)
+    if holomorphic: check_complex_inputs(diff, paths, "jacfwd")
+    else: check_real_inputs(diff, paths)
     tape = Tape(f_diff, diff, has_aux, name, paths)
+    for o in tape.outs: check_output_kind(o, holomorphic, "jacfwd")
     avals = [(a.shape, a.dtype) for a in tape.ins]
     touts = vmap(lambda *t: tape.pushforward([x.uop for x in t]))(*[Array(b) for b in standard_basis(avals)])
     sizes = [math.prod(s) for s, _ in avals]
@@ -919,7 +935,7 @@ def hessian(fun, argnums=0, has_aux=False, holomorphic=False):
   >>> tinyjx.hessian(lambda x: jnp.sum(x ** 3))(jnp.array([1.0, 2.0])).tolist()
   [[6.0, 0.0], [0.0, 12.0]]
   """
-  return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
+  return jacfwd(jacrev(fun, argnums, has_aux, holomorphic), argnums, has_aux, holomorphic)
 
 # ---------------------------------------------------------------- stop_gradient
 
