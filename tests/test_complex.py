@@ -343,3 +343,13 @@ def test_jacobian_errors_say_holomorphic():
     tinyjx.jacrev(jnp.abs, holomorphic=True)(z)
   with pytest.raises(TypeError, match="jacfwd with holomorphic=True requires complex inputs"):
     tinyjx.jacfwd(lambda x: x * 1j, holomorphic=True)(jnp.ones(2))
+
+def test_complex_normal_draws():
+  from tinyjx import random
+  key = random.PRNGKey(0)
+  z = random.normal(key, (20000,), jnp.complex64)
+  assert z.dtype is jnp.complex64
+  halves = random.split(key)   # JAX's construction: (x + iy) / sqrt(2) from the two halves of the key
+  want = (np.asarray(random.normal(halves[0], (20000,))) + 1j * np.asarray(random.normal(halves[1], (20000,))))
+  np.testing.assert_allclose(np.asarray(z), want / np.sqrt(2), rtol=1e-6)
+  assert abs(float(jnp.mean(jnp.abs(z) ** 2)) - 1) < 0.03
