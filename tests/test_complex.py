@@ -127,8 +127,9 @@ def test_division_by_large_and_small_numbers(device):
   np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5)
 
 def test_special_values(device):
-  z = jnp.asarray(np.array([-4 + 0j, 0j, 1e-30 + 0j, -1 - 0j], np.complex64))
-  np.testing.assert_allclose(np.asarray(tinyjx.jit(jnp.sqrt)(z)), [2j, 0, 1e-15, 1j], atol=1e-7)
+  z = jnp.asarray(np.array([-4 + 0j, 0j, 1e-30 + 0j, complex(-1, -0.0)], np.complex64))
+  got = np.asarray(tinyjx.jit(jnp.sqrt)(z))
+  np.testing.assert_allclose(got, [2j, 0, 1e-15, 1j], atol=1e-7)   # JAX's sqrt(-1-0j) is 1j (numpy's: -1j)
   assert np.asarray(tinyjx.jit(jnp.abs)(jnp.asarray([3e30 + 4e30j]))).tolist() == [pytest.approx(5e30, rel=1e-6)]
 
 def test_contractions(device):
@@ -349,6 +350,8 @@ def test_complex_normal_draws():
   key = random.PRNGKey(0)
   z = random.normal(key, (20000,), jnp.complex64)
   assert z.dtype is jnp.complex64
+  np.testing.assert_allclose(np.asarray(random.normal(key, (3,), jnp.complex64)),   # jax.random's own values
+                             [0.70994526 - 1.727077j, -0.6408772 - 1.4394435j, -0.52903765 + 0.14534172j], rtol=1e-6)
   halves = random.split(key)   # JAX's construction: (x + iy) / sqrt(2) from the two halves of the key
   want = (np.asarray(random.normal(halves[0], (20000,))) + 1j * np.asarray(random.normal(halves[1], (20000,))))
   np.testing.assert_allclose(np.asarray(z), want / np.sqrt(2), rtol=1e-6)

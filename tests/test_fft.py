@@ -162,6 +162,13 @@ def test_grad_of_the_power_spectrum_is_2n_x():
   g = tinyjx.grad(lambda z: jnp.sum(jnp.abs(jnp.fft.fft(z)) ** 2))(z)
   np.testing.assert_allclose(np.asarray(g), 12 * np.conj(np.asarray(z)), rtol=1e-4, atol=1e-4)
 
+def test_gradients_as_jax_gives_them():
+  """Values from jax.grad (JAX 0.10): irfft reads conj-symmetric halves, rfft's gradient folds them back."""
+  g = tinyjx.grad(lambda z: jnp.sum(jnp.fft.irfft(z, n=6) * jnp.arange(6.0)))(jnp.ones(4, jnp.complex64) * (1 + 1j))
+  np.testing.assert_allclose(np.asarray(g), [2.5, -1 - 1.7320508j, -1 - 0.57735026j, -0.5], rtol=1e-5, atol=1e-6)
+  g = tinyjx.grad(lambda x: jnp.sum(jnp.real(jnp.fft.rfft(x)) + 2 * jnp.imag(jnp.fft.rfft(x))))(jnp.arange(6.0))
+  np.testing.assert_allclose(np.asarray(g), [4, -3.4641016, 1, 0, 1, 3.4641016], rtol=1e-5, atol=1e-6)
+
 @pytest.mark.parametrize("name", ['fft', 'ifft_ortho', 'rfft', 'irfft', 'fft2', 'rfftn', 'bluestein'])
 def test_derivatives_against_finite_differences(name):
   f, x = {

@@ -84,7 +84,9 @@ UNARY = {
   Ops.EXPM1: lambda n, x: np.expm1(x), Ops.LOG1P: lambda n, x: np.log1p(x), Ops.SIN: lambda n, x: np.sin(x),
   Ops.COS: lambda n, x: np.cos(x), Ops.TAN: lambda n, x: np.tan(x), Ops.ASIN: lambda n, x: np.arcsin(x),
   Ops.ACOS: lambda n, x: np.arccos(x), Ops.ATAN: lambda n, x: np.arctan(x), Ops.SINH: lambda n, x: np.sinh(x),
-  Ops.COSH: lambda n, x: np.cosh(x), Ops.TANH: lambda n, x: np.tanh(x), Ops.SQRT: lambda n, x: np.sqrt(x),
+  Ops.COSH: lambda n, x: np.cosh(x), Ops.TANH: lambda n, x: np.tanh(x),
+  # a complex -0.0 imaginary part counts as +0.0, as JAX's (numpy's sqrt(-4-0j) is -2j, JAX's 2j)
+  Ops.SQRT: lambda n, x: np.sqrt(x + 0.0) if x.dtype.kind == 'c' else np.sqrt(x),
   Ops.RECIP: lambda n, x: np.reciprocal(x) if x.dtype.kind in 'fc' else _int_div(np.ones_like(x), x, n.dtype),
   Ops.ABS: lambda n, x: np.abs(x), Ops.SIGN: lambda n, x: np.sign(x), Ops.FLOOR: lambda n, x: np.floor(x),
   Ops.CEIL: lambda n, x: np.ceil(x), Ops.ROUND: lambda n, x: np.round(x), Ops.TRUNC: lambda n, x: np.trunc(x),
