@@ -356,3 +356,18 @@ def test_complex_normal_draws():
   want = (np.asarray(random.normal(halves[0], (20000,))) + 1j * np.asarray(random.normal(halves[1], (20000,))))
   np.testing.assert_allclose(np.asarray(z), want / np.sqrt(2), rtol=1e-6)
   assert abs(float(jnp.mean(jnp.abs(z) ** 2)) - 1) < 0.03
+
+def test_debug_nans_explain_and_staged_api_with_complex_programs(cpu):
+  z = jnp.asarray(Z[0])
+  tinyjx.config.update('jax_debug_nans', True)
+  try:
+    with pytest.raises(FloatingPointError, match=r"nan\) encountered in mul \(c64\[4\]\)"):
+      tinyjx.jit(lambda v: jnp.log(v * 0) * 0)(z)
+  finally:
+    tinyjx.config.update('jax_debug_nans', False)
+  f = lambda v: jnp.sum(jnp.exp(v) * jnp.conj(v))
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    report = tinyjx.explain(f)(z)
+    compiled = tinyjx.jit(f).lower(z).compile()
+    assert report.kernels and 'float' in compiled.as_text()
+    np.testing.assert_allclose(np.asarray(compiled(z)), np.sum(np.exp(Z[0]) * np.conj(Z[0])), rtol=1e-5)

@@ -246,6 +246,11 @@ def build_executable(device, jaxpr) -> Executable:
   """`compile_jaxpr` without VIZ's look: lower every pass and load the result. A program with complex values is
   lowered as one on their float parts (lower/complex.py) and bound and read back as the complex program."""
   st = lower(device, jaxpr.params, jaxpr.roots)   # effects first: they run in program order, then are dropped
+  return executable(device, st, jaxpr)
+
+def executable(device, st: Lowering, jaxpr):
+  """The Executable of `jaxpr` lowered to `st`; one whose inputs or outputs are complex binds and returns them as
+  complex buffers (the lowered program takes their float parts)."""
   exe = Executable(device, st, st.binary, n_effects=len(jaxpr.effects))
   if not has_complex(list(jaxpr.params) + list(jaxpr.roots)): return exe
   return SplitExecutable(exe, jaxpr.params, jaxpr.roots[len(jaxpr.effects):])

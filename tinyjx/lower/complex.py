@@ -275,6 +275,10 @@ class SplitExecutable:
     return [dev.from_numpy(complex_array(b.numpy(), dt), dt) if dtypes.is_complex(dt) else b
             for b, dt in zip(outs, self.out_dtypes)]
 
+  @property
+  def timing_hook(self): return self.exe.timing_hook
+  @timing_hook.setter
+  def timing_hook(self, hook) -> None: self.exe.timing_hook = hook   # DEBUG=2, explain and VIZ time the kernels
   def __getattr__(self, name): return getattr(self.exe, name)
   def __str__(self): return str(self.exe)
   __repr__ = __str__
