@@ -138,7 +138,7 @@ def test_complex_ops_and_casts(compiled):
   roots, names = [], []
   for dt in (D.complex64, D.complex128):
     a, b = buf(complex_values(dt, 1), dt), buf(complex_values(dt, 2)[::-1].copy(), dt)
-    for op in (GroupOp.ComplexOk - GroupOp.Complex - {Ops.CAST, Ops.WHERE}):
+    for op in (GroupOp.AcceptsComplex - GroupOp.Complex - {Ops.CAST, Ops.WHERE}):
       out_dt = D.bool_ if op in GroupOp.Comparison else dt
       roots.append(UOp(op, dt, (a,)) if op in UNARY else UOp(op, out_dt, (a, b)))
       names.append(f"{op.name} {dt}")

@@ -91,7 +91,7 @@ class GroupOp:
   # elementwise between complex and float types; the lowering splits them away, so no renderer meets them
   Complex = {Ops.REAL, Ops.IMAG, Ops.COMPLEX}
   # ops a complex operand may reach (lax refuses it elsewhere; jnp composes its complex functions from these)
-  ComplexOk = {Ops.NEG, Ops.EXP, Ops.LOG, Ops.SIN, Ops.COS, Ops.SQRT, Ops.CAST, Ops.ADD, Ops.SUB, Ops.MUL, Ops.DIV,
+  AcceptsComplex = {Ops.NEG, Ops.EXP, Ops.LOG, Ops.SIN, Ops.COS, Ops.SQRT, Ops.CAST, Ops.ADD, Ops.SUB, Ops.MUL, Ops.DIV,
                Ops.CMPEQ, Ops.CMPNE, Ops.WHERE} | Complex
   Movement = {Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP}
   Reduce = {Ops.REDUCE, Ops.CUMULATIVE}

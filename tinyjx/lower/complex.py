@@ -11,7 +11,7 @@ view on the CPU, a copy through the host on a device whose memory is not the hos
 
 Contract: `split(params, roots, device)` maps a jaxpr whose params and roots may be complex to one with none (complex
 params and roots of shape S become float ones of shape S + (2,)). Ops a complex operand can reach are those of
-`GroupOp.ComplexOk`, the movement ops, sums, dot_general, gather, scatter (add, set) and the linear collectives;
+`GroupOp.AcceptsComplex`, the movement ops, sums, dot_general, gather, scatter (add, set) and the linear collectives;
 a COND, WHILE or SCAN takes and gives its complex values packed the same way, its sub-jaxprs wrapped to unpack them
 (each is compiled, and split, as a program of its own). Anything else on complex operands raises
 `ComplexLoweringError` (a `NotImplementedError`) naming the op, the dtype, the device and the fix.

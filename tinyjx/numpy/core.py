@@ -194,7 +194,7 @@ _UNORDERED = "complex numbers have no order"
 def elementwise(op: Ops, *xs, out_dtype: DType | None = None, names=None, name: str | None = None) -> Array:
   """One elementwise primitive over promoted, broadcast operands; errors name `name` (default: the op's jnp name)."""
   arrs, dt, weak = promote(*xs)
-  if op not in GroupOp.ComplexOk: no_complex(name or jnp_name(op), dt, _UNORDERED if op in GroupOp.Comparison or
+  if op not in GroupOp.AcceptsComplex: no_complex(name or jnp_name(op), dt, _UNORDERED if op in GroupOp.Comparison or
                                              op in (Ops.MAX, Ops.MIN) else "it is not defined for complex numbers")
   srcs = broadcast_uops(arrs, names, name or jnp_name(op))
   if builtins.all(s.op is Ops.CONST for s in srcs): return _fold(op, srcs, weak)
@@ -216,7 +216,7 @@ def unary(op: Ops, x) -> Array:
   x = asarray(x)
   if op in GroupOp.FloatOnly: x = promote_inexact(x)[0]
   if dtypes.is_complex(x.dtype) and op in COMPLEX_COMPOSED: return COMPLEX_COMPOSED[op](x)
-  if op not in GroupOp.ComplexOk: no_complex(jnp_name(op), x.dtype)
+  if op not in GroupOp.AcceptsComplex: no_complex(jnp_name(op), x.dtype)
   if x.uop.op is Ops.CONST: return _fold(op, [x.uop], x.weak)
   return Array(UOp(op, x.dtype, (x.uop,)), x.weak)
 
