@@ -3,10 +3,12 @@ norm and axis choice on the PYTHON reference device, a representative set compil
 arguments, and derivatives (finite differences, a closed form) and batching, in every order of jit, grad, vmap."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st, HealthCheck
 import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx.numpy import fft as fft_module
 from tinyjx.test_util import check_grads
+from conftest import examples
 
 pytestmark = pytest.mark.usefixtures('semantics_device')
 RNG = np.random.default_rng(1)
@@ -43,6 +45,20 @@ def test_rfft_and_irfft_against_numpy(n):
   spectrum = crandn(3, n // 2 + 1)   # the imaginary parts of the DC (and Nyquist) terms are ignored, as numpy's
   assert_fft_close(jnp.fft.irfft(jnp.asarray(spectrum), n=n), np.fft.irfft(spectrum, n=n))
   if n > 1: assert_fft_close(jnp.fft.irfft(jnp.asarray(spectrum)), np.fft.irfft(spectrum))   # n = 2 (m - 1)
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_random_shapes_axes_lengths_and_norms(data):
+  shape = tuple(data.draw(st.lists(st.integers(1, 12), min_size=1, max_size=3), label="shape"))
+  axis = data.draw(st.integers(-len(shape), len(shape) - 1), label="axis")
+  n = data.draw(st.one_of(st.none(), st.integers(1, 20)), label="n")
+  norm = data.draw(st.sampled_from([None, 'backward', 'ortho', 'forward']), label="norm")
+  kind = data.draw(st.sampled_from(['fft', 'ifft', 'rfft', 'irfft']), label="kind")
+  x = crandn(*shape)
+  if kind == 'rfft': x = x.real.copy()
+  if kind == 'irfft' and n is None and shape[axis] == 1: n = 1   # numpy's default 2 (m - 1) is 0 points here
+  got = getattr(jnp.fft, kind)(jnp.asarray(x), n=n, axis=axis, norm=norm)
+  assert_fft_close(got, getattr(np.fft, kind)(x, n=n, axis=axis, norm=norm))
 
 def test_n_crops_and_pads_and_axis_picks_the_axis():
   x = crandn(4, 6, 5)
