@@ -371,3 +371,9 @@ def test_debug_nans_explain_and_staged_api_with_complex_programs(cpu):
     compiled = tinyjx.jit(f).lower(z).compile()
     assert report.kernels and 'float' in compiled.as_text()
     np.testing.assert_allclose(np.asarray(compiled(z)), np.sum(np.exp(Z[0]) * np.conj(Z[0])), rtol=1e-5)
+
+def test_log_and_sqrt_of_huge_and_tiny_values(device):
+  """|z|^2 of these over- or underflows float32; the compiled formulas scale by the larger part first."""
+  z = np.array([3e30 + 4e30j, 3e-30 - 4e-30j, -1e25 + 1e-25j], np.complex64)
+  for f, g in ((jnp.log, np.log), (jnp.sqrt, np.sqrt)):
+    np.testing.assert_allclose(np.asarray(tinyjx.jit(f)(jnp.asarray(z))), g(z.astype(np.complex128)), rtol=2e-6)

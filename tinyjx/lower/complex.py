@@ -6,7 +6,7 @@ and two adds, exp(z) is exp(re) (cos im, sin im), a complex dot_general is four 
 complex node left, so fusion, the matmul tiling, vectorization and every renderer (C, OpenCL, CUDA) apply as they
 are; no dialect needs a complex type of its own (OpenCL C has none). In memory a complex array stays as numpy and
 C99 store it, the parts interleaved: a complex input of shape S is read as a float array of shape S + (2,), and a
-complex output is written as one, so `split_executable` binds and returns the same bytes as complex buffers (a
+complex output is written as one, so `SplitExecutable` binds and returns the same bytes as complex buffers (a
 view on the CPU, a copy through the host on a device whose memory is not the host's).
 
 Contract: `split(params, roots, device)` maps a jaxpr whose params and roots may be complex to one with none (complex
@@ -51,7 +51,13 @@ def div(a, b) -> tuple:
   im = alu(Ops.WHERE, wide, alu(Ops.SUB, ai, alu(Ops.MUL, ar, r)), alu(Ops.SUB, alu(Ops.MUL, ai, r), ar))
   return alu(Ops.DIV, re, d), alu(Ops.DIV, im, d)
 
-def modulus_squared(re: UOp, im: UOp) -> UOp: return alu(Ops.ADD, alu(Ops.MUL, re, re), alu(Ops.MUL, im, im))
+def modulus(re: UOp, im: UOp) -> UOp:
+  """|z| scaled by its larger part, so re^2 + im^2 neither overflows (|z| > 1.8e19 in float32) nor underflows."""
+  m = alu(Ops.MAX, alu(Ops.ABS, re), alu(Ops.ABS, im))
+  zero = alu(Ops.CMPEQ, m, const(0, m))
+  safe = alu(Ops.WHERE, zero, const(1, m), m)
+  x, y = alu(Ops.DIV, re, safe), alu(Ops.DIV, im, safe)
+  return alu(Ops.MUL, m, alu(Ops.SQRT, alu(Ops.ADD, alu(Ops.MUL, x, x), alu(Ops.MUL, y, y))))
 
 def exp(z) -> tuple:
   re, im = z
@@ -60,14 +66,13 @@ def exp(z) -> tuple:
 
 def log(z) -> tuple:
   re, im = z
-  return alu(Ops.MUL, const(0.5, re), alu(Ops.LOG, modulus_squared(re, im))), alu(Ops.ATAN2, im, re)
+  return alu(Ops.LOG, modulus(re, im)), alu(Ops.ATAN2, im, re)
 
 def sqrt(z) -> tuple:
   """The principal root: t = sqrt((|z| + |re|) / 2) is one part, |im| / 2t the other, the sign of im on the imaginary
   one (numpy's branch cut, but -0.0 counts as +0.0)."""
   re, im = z
-  modulus = alu(Ops.SQRT, modulus_squared(re, im))
-  t = alu(Ops.SQRT, alu(Ops.MUL, const(0.5, re), alu(Ops.ADD, modulus, alu(Ops.ABS, re))))
+  t = alu(Ops.SQRT, alu(Ops.MUL, const(0.5, re), alu(Ops.ADD, modulus(re, im), alu(Ops.ABS, re))))
   zero = alu(Ops.CMPEQ, t, const(0, t))
   other = alu(Ops.WHERE, zero, const(0, t), alu(Ops.DIV, alu(Ops.ABS, im), alu(Ops.MUL, const(2, t), t)))
   right = alu(Ops.CMPLE, const(0, re), re)
