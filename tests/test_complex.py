@@ -95,6 +95,8 @@ UNARY = {
   'norm': (jnp.linalg.norm, np.linalg.norm),
   'norm_1': (lambda z: jnp.linalg.norm(z, 1, axis=1), lambda z: np.linalg.norm(z, 1, axis=1)),
   'lax_abs': (lax.abs, np.abs), 'sort': (lambda z: jnp.sort(z, 1), lambda z: np.sort(z, 1)),
+  'exp2': (jnp.exp2, np.exp2), 'arctanh': (jnp.arctanh, np.arctanh), 'sinc': (jnp.sinc, np.sinc),
+  'nan_to_num': (lambda z: jnp.nan_to_num(jnp.log(z * 0)), lambda z: np.nan_to_num(np.log(z * 0))),
 }
 
 @pytest.mark.parametrize("name", sorted(UNARY))
@@ -189,7 +191,8 @@ def test_cuda_compile_check_of_a_complex_program():
 @pytest.mark.parametrize("f", [lambda z: z < 1, lambda z: jnp.greater_equal(z, z), lambda z: jnp.maximum(z, 1),
                                lambda z: jnp.max(z), lambda z: jnp.argmin(z), lambda z: lax.lt(z, z),
                                lambda z: jnp.floor(z), lambda z: jnp.arctan(z), lambda z: jnp.fmod(z, 2),
-                               lambda z: jnp.clip(z, 0)])
+                               lambda z: jnp.clip(z, 0), lambda z: z // 2, lambda z: z % 2, lambda z: jnp.cbrt(z),
+                               lambda z: jnp.arcsinh(z), lambda z: jnp.arccosh(z)])
 def test_ops_without_complex_meaning_raise_type_error(f):
   with pytest.raises(TypeError, match="complex64"):
     f(jnp.asarray(Z))

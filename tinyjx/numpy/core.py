@@ -289,6 +289,7 @@ def floor_divide(x, y):
   [3, -4]
   """
   a, b = _numeric(x, y)
+  no_complex('floor_divide', a.dtype, _UNORDERED)
   if dtypes.is_float(a.dtype): return _float_divmod(a, b)[0]
   q = elementwise(Ops.DIV, a, b, name='floor_divide')
   if dtypes.is_unsigned(a.dtype): return q
@@ -301,6 +302,7 @@ def mod(x, y):
   [1, 2]
   """
   a, b = _numeric(x, y)
+  no_complex('remainder', a.dtype, _UNORDERED)
   if dtypes.is_int(b.dtype): b = where(equal(b, 0), ones_like(b), b)
   r = elementwise(Ops.REM, a, b, name='remainder')
   if dtypes.is_unsigned(a.dtype): return r
@@ -356,6 +358,7 @@ def exp(x):
   return unary(Ops.EXP, x)
 def exp2(x):
   (x,) = promote_inexact(x)
+  if dtypes.is_complex(x.dtype): return exp(multiply(x, math.log(2.0)))
   return elementwise(Ops.POW, Array(UOp.const(2, x.dtype, x.shape), x.weak), x)
 def expm1(x): return unary(Ops.EXPM1, x)
 def log(x): return unary(Ops.LOG, x)
@@ -366,6 +369,7 @@ def sqrt(x): return unary(Ops.SQRT, x)
 def rsqrt(x): return reciprocal(sqrt(x))
 def cbrt(x):
   (x,) = promote_inexact(x)
+  no_complex('cbrt', x.dtype)
   return multiply(sign(x), power(abs(x), 1.0 / 3.0))
 def square(x):
   (x,) = _numeric(x)
@@ -400,6 +404,7 @@ def _sqrt_max(dt: DType) -> float:
 def arcsinh(x):
   """Inverse hyperbolic sine, accurate near 0 (log1p form) and without overflow for large |x|."""
   (x,) = promote_inexact(x)
+  no_complex('arcsinh', x.dtype)
   ax = abs(x)
   big = greater(ax, _sqrt_max(x.dtype))
   safe = where(big, zeros_like(ax), ax)
@@ -409,6 +414,7 @@ def arcsinh(x):
 def arccosh(x):
   """Inverse hyperbolic cosine (NaN below 1), accurate near 1 and without overflow for large x."""
   (x,) = promote_inexact(x)
+  no_complex('arccosh', x.dtype)
   big = greater(x, _sqrt_max(x.dtype))
   safe = where(big, ones_like(x), x)
   t = subtract(safe, 1.0)
@@ -574,6 +580,8 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
   [0.0, 1.0]
   """
   x = asarray(x)
+  if dtypes.is_complex(x.dtype):
+    return from_parts(*(nan_to_num(p, copy, nan, posinf, neginf) for p in (real_part(x), imag_part(x))))
   if not dtypes.is_float(x.dtype): return x
   fi = dtypes.finfo(x.dtype)
   x = where(isnan(x), nan, x)
