@@ -94,6 +94,8 @@ UNARY = {
   'vecdot': (lambda z: jnp.vecdot(z, z[::-1]), lambda z: np.sum(np.conj(z) * z[::-1], -1)),
   'norm': (jnp.linalg.norm, np.linalg.norm),
   'norm_1': (lambda z: jnp.linalg.norm(z, 1, axis=1), lambda z: np.linalg.norm(z, 1, axis=1)),
+  'correlate': (lambda z: jnp.correlate(z[0], z[1], 'full'), lambda z: np.correlate(z[0], z[1], 'full')),
+  'convolve': (lambda z: jnp.convolve(z[0], z[1][:2]), lambda z: np.convolve(z[0], z[1][:2])),
   'lax_abs': (lax.abs, np.abs), 'sort': (lambda z: jnp.sort(z, 1), lambda z: np.sort(z, 1)),
   'exp2': (jnp.exp2, np.exp2), 'arctanh': (jnp.arctanh, np.arctanh), 'sinc': (jnp.sinc, np.sinc),
   'nan_to_num': (lambda z: jnp.nan_to_num(jnp.log(z * 0)), lambda z: np.nan_to_num(np.log(z * 0))),
