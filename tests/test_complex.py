@@ -96,6 +96,7 @@ UNARY = {
   'norm_1': (lambda z: jnp.linalg.norm(z, 1, axis=1), lambda z: np.linalg.norm(z, 1, axis=1)),
   'correlate': (lambda z: jnp.correlate(z[0], z[1], 'full'), lambda z: np.correlate(z[0], z[1], 'full')),
   'convolve': (lambda z: jnp.convolve(z[0], z[1][:2]), lambda z: np.convolve(z[0], z[1][:2])),
+  'lax_reduce_prod': (lambda z: lax.reduce_prod(z, (1,)), lambda z: np.prod(z, 1)),
   'lax_abs': (lax.abs, np.abs), 'sort': (lambda z: jnp.sort(z, 1), lambda z: np.sort(z, 1)),
   'exp2': (jnp.exp2, np.exp2), 'arctanh': (jnp.arctanh, np.arctanh), 'sinc': (jnp.sinc, np.sinc),
   'nan_to_num': (lambda z: jnp.nan_to_num(jnp.log(z * 0)), lambda z: np.nan_to_num(np.log(z * 0))),
@@ -194,7 +195,7 @@ def test_cuda_compile_check_of_a_complex_program():
                                lambda z: jnp.max(z), lambda z: jnp.argmin(z), lambda z: lax.lt(z, z),
                                lambda z: jnp.floor(z), lambda z: jnp.arctan(z), lambda z: jnp.fmod(z, 2),
                                lambda z: jnp.clip(z, 0), lambda z: z // 2, lambda z: z % 2, lambda z: jnp.cbrt(z),
-                               lambda z: jnp.arcsinh(z), lambda z: jnp.arccosh(z)])
+                               lambda z: jnp.arcsinh(z), lambda z: jnp.arccosh(z), lambda z: lax.reduce_max(z, (0,))])
 def test_ops_without_complex_meaning_raise_type_error(f):
   with pytest.raises(TypeError, match="complex64"):
     f(jnp.asarray(Z))

@@ -296,6 +296,8 @@ def square(x) -> Array:
 # --- reductions and scans ---
 def _reduce(name: str, op: Ops, operand, axes) -> Array:
   x = asarray(operand)
+  if op in (Ops.MAX, Ops.MIN): core.no_complex(f"lax.{name}", x.dtype, "complex numbers have no order")
+  if op is Ops.MUL and dtypes.is_complex(x.dtype): return core.prod(x, tuple(axes))   # a tree of multiplies
   return Array(x.uop.reduce(op, normalize_axes(tuple(axes), x.ndim)), x.weak)
 
 def reduce_sum(operand, axes) -> Array:
