@@ -237,3 +237,8 @@ def test_lengths_choose_the_documented_algorithm():
   assert dots(fft_module.DIRECT) == 1
   assert dots(fft_module.DIRECT * 4) == 2                 # 64 = 8 x 8: two levels of small matmuls
   assert dots(131) > 2 and 'c64[512]' in str(tinyjx.make_jaxpr(jnp.fft.fft)(jnp.ones(131)))   # 512 >= 2 * 131 - 1
+
+def test_docstring_examples():
+  import doctest
+  result = doctest.testmod(fft_module, optionflags=doctest.ELLIPSIS)
+  assert result.attempted >= 3 and result.failed == 0

@@ -50,11 +50,8 @@ def _smallest_factor(n: int) -> int:
   return n
 
 def _split_factor(n: int) -> int:
-  """A factor n1 of composite n near sqrt(n) (both halves of the recursion stay small)."""
-  best = _smallest_factor(n)
-  for p in range(math.isqrt(n), 1, -1):
-    if n % p == 0: return p
-  return best
+  """The largest factor of composite n up to sqrt(n), so both halves of the recursion stay small."""
+  return next(p for p in range(math.isqrt(n), 1, -1) if n % p == 0)
 
 # ---------------------------------------------------------------- one axis, the last one
 
