@@ -328,6 +328,24 @@ def test_compiled_gradient_matches_reference(cpu):
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
   assert dtypes.is_complex(tinyjx.jit(tinyjx.grad(loss))(zs, xs).dtype)
 
+def test_linalg_solve_and_inv_of_complex_matrices(device):
+  a, b, bs = crandn(3, 4, 4), crandn(4), crandn(3, 4, 2)
+  np.testing.assert_allclose(np.asarray(tinyjx.jit(jnp.linalg.solve)(jnp.asarray(a[0]), jnp.asarray(b))),
+                             np.linalg.solve(a[0], b), rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(np.asarray(tinyjx.jit(jnp.linalg.solve)(jnp.asarray(a), jnp.asarray(bs))),
+                             np.linalg.solve(a, bs), rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(np.asarray(tinyjx.jit(jnp.linalg.inv)(jnp.asarray(a))), np.linalg.inv(a), rtol=1e-4, atol=1e-4)
+  mixed = jnp.linalg.solve(jnp.asarray(a[0].real), jnp.asarray(b))   # a real matrix, a complex right-hand side
+  np.testing.assert_allclose(np.asarray(mixed), np.linalg.solve(a[0].real, b), rtol=1e-4, atol=1e-4)
+  with pytest.raises(ValueError, match=r"needs b of shape \(4,\)"):
+    jnp.linalg.solve(jnp.asarray(a[0]), jnp.ones(3, jnp.complex64))
+  with pytest.raises(TypeError, match="complex matrices: only jnp.linalg.solve and inv"):
+    jnp.linalg.det(jnp.asarray(a[0]))
+
+def test_complex_solve_derivatives():
+  a, b = crandn(3, 3) + 3 * np.eye(3, dtype=np.complex64), crandn(3)
+  check_grads(lambda m, v: jnp.linalg.solve(m, v), (jnp.asarray(a), jnp.asarray(b)), order=1)
+
 def test_holomorphic_jacobians_and_hessian():
   z = jnp.asarray(crandn(3))
   want = np.diag(2 * np.asarray(z))
