@@ -179,10 +179,13 @@ def as_parts(p: UOp, packed: UOp) -> tuple:
   return tuple(packed.shrink(whole + [(k, k + 1)]).reshape(p.shape) for k in (0, 1))
 
 def packed(z: tuple) -> UOp:
-  """(re, im) of shape S laid out as one float array of shape S + (2,), parts interleaved as in memory."""
+  """(re, im) of shape S laid out as one float array of shape S + (2,), parts interleaved as in memory (picked
+  by a select, not summed with zero padding: -0.0 + 0.0 would lose the sign of a zero part)."""
   re, im = (part.reshape(part.shape + (1,)) for part in z)
-  lo, hi = ((0, 0),) * (re.ndim - 1) + ((0, 1),), ((0, 0),) * (re.ndim - 1) + ((1, 0),)
-  return alu(Ops.ADD, re.pad(lo), im.pad(hi))
+  shape = re.shape[:-1] + (2,)
+  first = UOp(Ops.CMPEQ, dtypes.bool_, (UOp(Ops.IOTA, dtypes.int32, (), (shape, len(shape) - 1)),
+                                        UOp.const(0, dtypes.int32, shape)))
+  return alu(Ops.WHERE, first, re.expand(shape), im.expand(shape))
 
 def parts_array(host: np.ndarray, dt) -> np.ndarray:
   """A complex numpy array's bytes as a float array with a trailing axis of 2 (a view when it is contiguous)."""

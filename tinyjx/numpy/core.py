@@ -223,12 +223,63 @@ def unary(op: Ops, x) -> Array:
 def _complex_sinh(z): return multiply(0.5, subtract(exp(z), exp(negative(z))))
 def _complex_cosh(z): return multiply(0.5, add(exp(z), exp(negative(z))))
 
+def _complex_expm1(z):
+  """exp(z) - 1 accurate near 0: its real part e^x cos y - 1 is expm1(x) cos y - 2 sin(y/2)^2."""
+  x, y = real_part(z), imag_part(z)
+  s = sin(multiply(y, 0.5))
+  return from_parts(subtract(multiply(expm1(x), cos(y)), multiply(2.0, multiply(s, s))), multiply(exp(x), sin(y)))
+
+def _complex_log1p(z):
+  """log(1 + z) accurate near 0: log|1 + z| is log1p(x (x + 2) + y^2) / 2 there (log(1 + z) itself further out).
+  1 is added to the real part alone, so a -0.0 imaginary part keeps its sign (the side of the branch cut, as C99)."""
+  x, y = real_part(z), imag_part(z)
+  near = less(abs(z), 0.5)
+  sx, sy = where(near, x, 0.0), where(near, y, 0.0)   # the other branch sees harmless values (finite gradients)
+  small = from_parts(multiply(0.5, log1p(add(multiply(sx, add(sx, 2.0)), multiply(sy, sy)))), arctan2(sy, add(sx, 1.0)))
+  far = log(from_parts(add(where(near, 0.0, x), 1.0), where(near, 0.0, y)))
+  return where(near, small, far)
+
+def _halved(z):
+  """z / 2 part by part (a complex product with 0.5 + 0j would turn an infinite part's partner into NaN)."""
+  return from_parts(multiply(real_part(z), 0.5), multiply(imag_part(z), 0.5))
+
+def _times_i(z, sign: int = 1):
+  """i z (or -i z for sign -1), exactly: the parts swap and one changes sign."""
+  x, y = real_part(z), imag_part(z)
+  return from_parts(negative(y), x) if sign == 1 else from_parts(y, negative(x))
+
+def _complex_arcsinh(z):
+  """log(z + s), s = sqrt(z + i) sqrt(z - i) (the root of z^2 + 1 with a real part >= 0), on the right half-plane,
+  as log1p(z + z^2 / (1 + s)) (accurate near 0); odd symmetry on the left (by the sign bit: -0.0 is left), where
+  the sum would cancel. The sides of the branch cuts are C99's and JAX's."""
+  flip = signbit(real_part(z))
+  w = where(flip, negative(z), z)
+  x, y = real_part(w), imag_part(w)
+  s = multiply(sqrt(from_parts(x, add(y, 1.0))), sqrt(from_parts(x, subtract(y, 1.0))))
+  r = _complex_log1p(add(w, divide(multiply(w, w), add(s, 1.0))))
+  return where(flip, negative(r), r)
+
+def _complex_arccosh(z):
+  """log(z + sqrt(z + 1) sqrt(z - 1)), written with log1p for accuracy near z = 1, on the upper half-plane; the
+  lower one (a -0.0 imaginary part included) by conjugate symmetry, so the cut's sides are C99's."""
+  flip = signbit(imag_part(z))
+  w = where(flip, conj(z), z)
+  x, y = real_part(w), imag_part(w)
+  below, above = from_parts(subtract(x, 1.0), y), from_parts(add(x, 1.0), y)
+  r = _complex_log1p(add(below, multiply(sqrt(above), sqrt(below))))
+  return where(flip, conj(r), r)
+
+def _complex_arcsin(z): return _times_i(_complex_arcsinh(_times_i(z)), -1)        # -i asinh(i z)
+def _complex_arctanh(z): return _halved(subtract(_complex_log1p(z), _complex_log1p(negative(z))))
+
 # complex forms of unary functions that are no primitive on complex operands (the split lowering has no rule for
 # them): compositions of the ones that are, so they lower and differentiate with no rules of their own
 COMPLEX_COMPOSED = {
   Ops.TAN: lambda z: divide(sin(z), cos(z)), Ops.SINH: _complex_sinh, Ops.COSH: _complex_cosh,
-  Ops.TANH: lambda z: divide(_complex_sinh(z), _complex_cosh(z)), Ops.EXPM1: lambda z: subtract(exp(z), 1),
-  Ops.LOG1P: lambda z: log(add(z, 1)), Ops.RECIP: lambda z: divide(1, z),
+  Ops.TANH: lambda z: divide(_complex_sinh(z), _complex_cosh(z)), Ops.EXPM1: _complex_expm1,
+  Ops.LOG1P: _complex_log1p, Ops.RECIP: lambda z: divide(1, z), Ops.ASIN: _complex_arcsin,
+  Ops.ACOS: lambda z: subtract(math.pi / 2, _complex_arcsin(z)),
+  Ops.ATAN: lambda z: _times_i(_complex_arctanh(_times_i(z)), -1),                  # -i atanh(i z)
 }
 
 def promote_inexact(*xs) -> list[Array]:
@@ -404,7 +455,7 @@ def _sqrt_max(dt: DType) -> float:
 def arcsinh(x):
   """Inverse hyperbolic sine, accurate near 0 (log1p form) and without overflow for large |x|."""
   (x,) = promote_inexact(x)
-  no_complex('arcsinh', x.dtype)
+  if dtypes.is_complex(x.dtype): return _complex_arcsinh(x)
   ax = abs(x)
   big = greater(ax, _sqrt_max(x.dtype))
   safe = where(big, zeros_like(ax), ax)
@@ -414,13 +465,14 @@ def arcsinh(x):
 def arccosh(x):
   """Inverse hyperbolic cosine (NaN below 1), accurate near 1 and without overflow for large x."""
   (x,) = promote_inexact(x)
-  no_complex('arccosh', x.dtype)
+  if dtypes.is_complex(x.dtype): return _complex_arccosh(x)
   big = greater(x, _sqrt_max(x.dtype))
   safe = where(big, ones_like(x), x)
   t = subtract(safe, 1.0)
   return where(big, add(log(x), math.log(2.0)), log1p(add(t, sqrt(multiply(t, add(safe, 1.0))))))
 def arctanh(x):
   (x,) = promote_inexact(x)
+  if dtypes.is_complex(x.dtype): return _complex_arctanh(x)
   return multiply(0.5, subtract(log1p(x), log1p(negative(x))))
 asin, acos, atan, atan2, asinh, acosh, atanh = arcsin, arccos, arctan, arctan2, arcsinh, arccosh, arctanh
 def _rounding(op):
