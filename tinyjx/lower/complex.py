@@ -5,12 +5,13 @@ every op on complex operands becomes the ops of its textbook formula on the part
 and two adds, exp(z) is exp(re) (cos im, sin im), a complex dot_general is four real ones. What comes out has no
 complex node left, so fusion, the matmul tiling, vectorization and every renderer (C, OpenCL, CUDA) apply as they
 are; no dialect needs a complex type of its own (OpenCL C has none). In memory a complex array stays as numpy and
-C99 store it, the parts interleaved: a complex input of shape S is read as a float array of shape S + (2,), and a
-complex output is written as one, so `SplitExecutable` binds and returns the same bytes as complex buffers (a
-view on the CPU, a copy through the host on a device whose memory is not the host's).
+C99 store it, the parts interleaved: a complex input of shape S is read as a float array of shape S + (2,) (a view on
+the CPU, a copy through the host on a device whose memory is not the host's), and a complex output is written as its
+two parts, which `SplitExecutable` interleaves into a complex buffer on the host.
 
-Contract: `split(params, roots, device)` maps a jaxpr whose params and roots may be complex to one with none (complex
-params and roots of shape S become float ones of shape S + (2,)). Ops a complex operand can reach are those of
+Contract: `split(params, roots, device)` maps a jaxpr whose params and roots may be complex to one with none (a complex
+param of shape S becomes a float one of shape S + (2,), a complex root two float roots, its real and imaginary
+parts). Ops a complex operand can reach are those of
 `GroupOp.AcceptsComplex`, the movement ops, sums, dot_general, gather, scatter (add, set) and the linear collectives;
 a COND, WHILE or SCAN takes and gives its complex values packed the same way, its sub-jaxprs wrapped to unpack them
 (each is compiled, and split, as a program of its own). Anything else on complex operands raises
@@ -192,10 +193,12 @@ def parts_array(host: np.ndarray, dt) -> np.ndarray:
   host = np.ascontiguousarray(host, dt.np)
   return host.reshape(-1).view(dtypes.real_dtype(dt).np).reshape(host.shape + (2,))
 
-def complex_array(host: np.ndarray, dt) -> np.ndarray:
-  """The inverse of `parts_array`: float (..., 2) bytes read as complex `dt` values."""
-  host = np.ascontiguousarray(host, dtypes.real_dtype(dt).np)
-  return host.reshape(-1).view(dt.np).reshape(host.shape[:-1])
+def complex_array(re: np.ndarray, im: np.ndarray, dt) -> np.ndarray:
+  """The complex `dt` array of float parts `re` and `im` (interleaved by numpy on the host: one pass over memory,
+  where a kernel interleaving them would compute both parts for every element it writes)."""
+  out = np.empty(re.shape, dt.np)
+  out.real, out.imag = re, im
+  return out
 
 def buffer_parts(n: UOp) -> tuple:
   """A complex BUFFER leaf (a constant of the program) as a float BUFFER of its parts."""
@@ -265,13 +268,13 @@ def split(params: list, roots: list, device: str = "a compiled device") -> tuple
       new[n] = rule(n, *srcs)
     else:
       new[n] = n if srcs == n.src else n.replace(src=srcs)
-  outs = [packed(parts[r]) if r in parts else new.get(r, r) for r in roots]
+  outs = [o for r in roots for o in (parts[r] if r in parts else (new.get(r, r),))]   # a complex root: re, im
   return [new.get(p, p) for p in params], outs
 
 class SplitExecutable:
   """The executable of a split program, bound and read as the complex program: complex input Buffers are handed
-  over as their float parts, float part outputs come back as complex Buffers. Everything else is the inner
-  executable's (`kernels`, `source`, printing)."""
+  over as their interleaved float parts, the two part outputs of a complex result come back as one complex Buffer.
+  Everything else is the inner executable's (`kernels`, `source`, printing)."""
   def __init__(self, exe, params: list, outs: list):
     self.exe, self.in_dtypes, self.out_dtypes = exe, [p.dtype for p in params], [o.dtype for o in outs]
 
@@ -279,9 +282,12 @@ class SplitExecutable:
     dev = self.exe.device
     ins = [dev.from_numpy(parts_array(b.numpy(), dt), dtypes.real_dtype(dt)) if dtypes.is_complex(dt) else b
            for b, dt in zip(inputs, self.in_dtypes)]
-    outs = self.exe.run(ins)
-    return [dev.from_numpy(complex_array(b.numpy(), dt), dt) if dtypes.is_complex(dt) else b
-            for b, dt in zip(outs, self.out_dtypes)]
+    outs, results = iter(self.exe.run(ins)), []
+    for dt in self.out_dtypes:
+      b = next(outs)
+      if dtypes.is_complex(dt): b = dev.from_numpy(complex_array(b.numpy(), next(outs).numpy(), dt), dt)
+      results.append(b)
+    return results
 
   @property
   def timing_hook(self): return self.exe.timing_hook
