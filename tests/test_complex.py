@@ -420,3 +420,26 @@ def test_log_and_sqrt_of_huge_and_tiny_values(device):
   z = np.array([3e30 + 4e30j, 3e-30 - 4e-30j, -1e25 + 1e-25j], np.complex64)
   for f, g in ((jnp.log, np.log), (jnp.sqrt, np.sqrt)):
     np.testing.assert_allclose(np.asarray(tinyjx.jit(f)(jnp.asarray(z))), g(z.astype(np.complex128)), rtol=2e-6)
+
+# ---------------------------------------------------------------- JAX as an oracle, where it is installed
+
+ORACLE = {   # name: (the library, its numpy) -> a function of a complex array; values and grads of |f|^2 compared
+  'exp': lambda j, jn: jn.exp, 'log': lambda j, jn: jn.log, 'sqrt': lambda j, jn: jn.sqrt,
+  'tanh': lambda j, jn: jn.tanh,
+  'arctan': lambda j, jn: jn.arctan, 'arcsinh': lambda j, jn: jn.arcsinh, 'angle': lambda j, jn: jn.angle,
+  'abs': lambda j, jn: jn.abs, 'prod': lambda j, jn: jn.prod, 'var': lambda j, jn: jn.var, 'sort': lambda j, jn: jn.sort,
+  'fft': lambda j, jn: jn.fft.fft, 'ihfft': lambda j, jn: (lambda v: jn.fft.ihfft(jn.real(v))),
+  'irfft': lambda j, jn: (lambda v: jn.fft.irfft(v, n=9)), 'power': lambda j, jn: (lambda v: v ** (0.3 - 0.2j)),
+}
+
+@pytest.mark.parametrize("name", sorted(ORACLE))
+def test_values_and_gradients_match_jax(name):
+  jax = pytest.importorskip('jax', reason="JAX is not installed (a test-only oracle: pip install jax)")
+  import jax.numpy as jjnp
+  z = crandn(7) + 0.5
+  mine, theirs = ORACLE[name](tinyjx, jnp), ORACLE[name](jax, jjnp)
+  np.testing.assert_allclose(np.asarray(mine(jnp.asarray(z))), np.asarray(theirs(jjnp.asarray(z))), rtol=1e-4, atol=1e-5)
+  def loss(f, xnp): return lambda v: xnp.sum(xnp.abs(f(v)) ** 2)
+  g_mine = tinyjx.grad(loss(mine, jnp))(jnp.asarray(z))
+  g_theirs = jax.grad(loss(theirs, jjnp))(jjnp.asarray(z))
+  np.testing.assert_allclose(np.asarray(g_mine), np.asarray(g_theirs), rtol=1e-4, atol=1e-4)
