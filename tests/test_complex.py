@@ -132,7 +132,8 @@ def test_inverse_functions_near_zero_and_on_the_cuts(name, device):
   """Accurate to float32 relative error near 0 (log1p and expm1 forms); on a branch cut the side is the sign of the
   zero part, as numpy's (C99's) values say."""
   small = (Z.ravel() * 1e-4).astype(np.complex64)
-  cuts = np.array([2 + 0j, complex(2, -0.0), -2 + 0j, complex(-2, -0.0), 2j, complex(-0.0, 2), -2j, 1.5 + 0j], np.complex64)
+  cuts = np.array([2 + 0j, complex(2, -0.0), -2 + 0j, complex(-2, -0.0), 2j, complex(-0.0, 2), -2j, 1.5 + 0j],
+                  np.complex64)
   f, g = getattr(jnp, name), getattr(np, name)
   for z in (small, cuts):
     want = g(z.astype(np.complex128))
@@ -427,7 +428,8 @@ ORACLE = {   # name: (the library, its numpy) -> a function of a complex array; 
   'exp': lambda j, jn: jn.exp, 'log': lambda j, jn: jn.log, 'sqrt': lambda j, jn: jn.sqrt,
   'tanh': lambda j, jn: jn.tanh,
   'arctan': lambda j, jn: jn.arctan, 'arcsinh': lambda j, jn: jn.arcsinh, 'angle': lambda j, jn: jn.angle,
-  'abs': lambda j, jn: jn.abs, 'prod': lambda j, jn: jn.prod, 'var': lambda j, jn: jn.var, 'sort': lambda j, jn: jn.sort,
+  'abs': lambda j, jn: jn.abs, 'prod': lambda j, jn: jn.prod, 'var': lambda j, jn: jn.var,
+  'sort': lambda j, jn: jn.sort,
   'fft': lambda j, jn: jn.fft.fft, 'ihfft': lambda j, jn: (lambda v: jn.fft.ihfft(jn.real(v))),
   'irfft': lambda j, jn: (lambda v: jn.fft.irfft(v, n=9)), 'power': lambda j, jn: (lambda v: v ** (0.3 - 0.2j)),
 }
@@ -438,7 +440,8 @@ def test_values_and_gradients_match_jax(name):
   import jax.numpy as jjnp
   z = crandn(7) + 0.5
   mine, theirs = ORACLE[name](tinyjx, jnp), ORACLE[name](jax, jjnp)
-  np.testing.assert_allclose(np.asarray(mine(jnp.asarray(z))), np.asarray(theirs(jjnp.asarray(z))), rtol=1e-4, atol=1e-5)
+  want = np.asarray(theirs(jjnp.asarray(z)))
+  np.testing.assert_allclose(np.asarray(mine(jnp.asarray(z))), want, rtol=1e-4, atol=1e-5)
   def loss(f, xnp): return lambda v: xnp.sum(xnp.abs(f(v)) ** 2)
   g_mine = tinyjx.grad(loss(mine, jnp))(jnp.asarray(z))
   g_theirs = jax.grad(loss(theirs, jjnp))(jjnp.asarray(z))
