@@ -114,6 +114,27 @@ def softmax_rows(shape=(4096, 1024)):
   np.testing.assert_allclose(np.asarray(f(tx)), softmax_np(x), rtol=1e-5, atol=1e-7)
   return fns, 5 * x.size, 2 * x.nbytes         # reads x once and writes the result, at best
 
+def fft2(n=512):
+  """A 2-D complex FFT (jnp.fft is jnp ops: Cooley-Tukey stages as small complex matmuls, on float pairs)."""
+  import tinyjx, tinyjx.numpy as jnp
+  rng = np.random.default_rng(3)
+  x = (rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))).astype(np.complex64)
+  f = tinyjx.jit(jnp.fft.fft2)
+  tx = jnp.asarray(x)
+  fns = {'numpy': lambda: np.fft.fft2(x), 'tinyjx': lambda: f(tx).block_until_ready()}
+  jax, jjnp = load_jax()
+  if jax:
+    jf = jax.jit(jjnp.fft.fft2)
+    jx = jjnp.asarray(x)
+    fns['jax'] = lambda: jf(jx).block_until_ready()
+  torch = load_torch()
+  if torch:
+    px = torch.from_numpy(x)
+    fns['torch'] = lambda: torch.fft.fft2(px)
+  want = np.fft.fft2(x)
+  assert np.abs(np.asarray(f(tx)) - want).max() <= 1e-4 * np.abs(want).max()
+  return fns, int(5 * n * n * np.log2(n * n))   # the usual 5 N log2 N of a complex FFT
+
 # --- the MLP training step (784-512-512-10, batch 512, Adam) ---
 SIZES, BATCH, LR, B1, B2, EPS = (784, 512, 512, 10), 512, 1e-3, 0.9, 0.999, 1e-8
 
@@ -281,6 +302,7 @@ WORKLOADS = {
   'matmul 1024 f32': lambda: matmul(1024),
   'matmul 256 f32': lambda: matmul(256),
   'softmax rows 4096x1024': softmax_rows,
+  'fft2 complex64 512x512': fft2,
   'MLP step 784-512-512-10 b512 Adam': mlp_step_bench,
 }
 

@@ -62,7 +62,14 @@ SAMPLES = {   # name: (function, args), together using every op that has rules
   'argsort_iota': (lambda x: jnp.sort(x) * jnp.arange(4.0), (a(4),)),
   'stop_gradient': (lambda x: lax.stop_gradient(x) * x, (a(3),)),
   'collectives': (lambda x: collectives_sample(x), (a(2, 3),)),
+  'complex': (lambda x, y: complex_sample(x, y), (a(3), a(3, seed=1))),
 }
+
+def complex_sample(x, y):
+  """COMPLEX, REAL and IMAG, and complex values through holomorphic ops, back to a real output."""
+  z = lax.complex(x, y)
+  w = jnp.exp(z) * z / (z + 2.0) + jnp.sqrt(z + 3.0) + jnp.log(z + 3.0) + jnp.sin(z) * jnp.cos(z)
+  return lax.real(w) + lax.imag(w) * x
 
 def collectives_sample(x):
   """Every collective, traced with axis 'i' (of size 2) bound as pmap binds it, so the ops stay in the graph."""

@@ -24,7 +24,7 @@ FLOAT_ONLY = {Ops.EXP, Ops.LOG, Ops.EXPM1, Ops.LOG1P, Ops.SIN, Ops.COS, Ops.TAN,
 TRANSCENDENTAL = FLOAT_ONLY - {Ops.SQRT, Ops.FLOOR, Ops.CEIL, Ops.ROUND, Ops.TRUNC} | {Ops.POW}
 BITWISE = {Ops.NOT, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR}
 NOT_ON_BOOL = {Ops.NEG, Ops.SUB, Ops.DIV, Ops.REM, Ops.POW, Ops.RECIP, Ops.SIGN, Ops.ABS, Ops.SHL, Ops.SHR}
-RTOL = {D.float16: 2e-3, D.bfloat16: 1e-2, D.float32: 3e-6, D.float64: 1e-13}
+RTOL = {D.float16: 2e-3, D.bfloat16: 1e-2, D.float32: 3e-6, D.float64: 1e-13, D.complex64: 2e-6, D.complex128: 1e-13}
 
 def edge_values(dt, n=24, seed=0) -> np.ndarray:
   """`n` values of `dt` that start with the edge cases of its kind, then random ones."""
@@ -86,7 +86,8 @@ def check(names, roots, device, approx=lambda r, name: False):
     try:
       if approx(r, name):
         scale = float(np.nanmax(np.abs(w[np.isfinite(w)]), initial=1.0)) if approx(r, name) == 'sum' else 0.0
-        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=RTOL[r.dtype],
+        wide = np.complex128 if g.dtype.kind == 'c' else np.float64
+        np.testing.assert_allclose(g.astype(wide), w.astype(wide), rtol=RTOL[r.dtype],
                                    atol=RTOL[r.dtype] * scale + 1e-30)
       else: np.testing.assert_array_equal(g, w)
     except AssertionError as e:
@@ -102,15 +103,17 @@ def ops_for(dt) -> list:
     out.append(op)
   return out
 
+REAL_DTYPES = [d for d in D.ALL if d.kind != 'c']   # complex: test_complex_ops_and_casts below
+
 def test_every_elementwise_op_and_cast_on_every_dtype(compiled):
   roots, names = [], []
-  for dt in D.ALL:
+  for dt in REAL_DTYPES:
     a, b = buf(edge_values(dt, seed=1), dt), buf(edge_values(dt, seed=2)[::-1].copy(), dt)
     for op in ops_for(dt):
       out_dt = D.bool_ if op in GroupOp.Comparison else dt
       roots.append(UOp(op, dt, (a,)) if op in UNARY else UOp(op, out_dt, (a, b)))
       names.append(f"{op.name} {dt}")
-    for to in D.ALL:
+    for to in REAL_DTYPES:
       if to is not dt:
         roots.append(UOp(Ops.CAST, to, (a,)))
         names.append(f"CAST {dt}->{to}")
@@ -121,6 +124,39 @@ def test_every_elementwise_op_and_cast_on_every_dtype(compiled):
     roots.append(UOp(Ops.BITCAST, to, (buf(edge_values(src, seed=4), src),)))
     names.append(f"BITCAST {src}->{to}")
   check(names, roots, compiled, approx=lambda r, name: r.op in TRANSCENDENTAL and r.dtype.kind == 'f')
+
+def complex_values(dt, seed: int) -> np.ndarray:
+  """Finite complex values: zeros of both signs on each part, pure real and imaginary ones, random ones. (Infinite
+  parts are left out: IEEE complex products with them are NaN in ways that differ between formulas.)"""
+  rng = np.random.default_rng(seed)
+  base = [0j, complex(-0.0, 0.0), complex(0.0, -0.0), 1 + 0j, -1j, 2.5 - 0.5j, -3 + 4j, 1e-3 + 1e3j]
+  return np.array(base + list(rng.normal(0, 2, 16) + 1j * rng.normal(0, 2, 16)), dt.np)
+
+def test_complex_ops_and_casts(compiled):
+  """Every op a complex operand may reach, and casts to and from every dtype, split into float pairs by the
+  lowering, against numpy's complex arithmetic on the reference device."""
+  roots, names = [], []
+  for dt in (D.complex64, D.complex128):
+    a, b = buf(complex_values(dt, 1), dt), buf(complex_values(dt, 2)[::-1].copy(), dt)
+    for op in (GroupOp.AcceptsComplex - GroupOp.Complex - {Ops.CAST, Ops.WHERE}):
+      out_dt = D.bool_ if op in GroupOp.Comparison else dt
+      roots.append(UOp(op, dt, (a,)) if op in UNARY else UOp(op, out_dt, (a, b)))
+      names.append(f"{op.name} {dt}")
+    part = D.real_dtype(dt)
+    roots += [UOp(Ops.REAL, part, (a,)), UOp(Ops.IMAG, part, (b,)), UOp(Ops.COMPLEX, dt, (UOp(Ops.IMAG, part, (a,)),
+                                                                                            UOp(Ops.REAL, part, (b,))))]
+    names += [f"REAL {dt}", f"IMAG {dt}", f"COMPLEX {dt}"]
+    roots.append(UOp(Ops.WHERE, dt, (buf(edge_values(D.bool_, seed=3), D.bool_), a, b)))
+    names.append(f"WHERE {dt}")
+    for other in D.ALL:
+      if other is dt: continue
+      roots.append(UOp(Ops.CAST, other, (a,)))
+      names.append(f"CAST {dt}->{other}")
+      if other.kind != 'b':
+        roots.append(UOp(Ops.CAST, dt, (buf(edge_values(other, seed=5), other),)))
+        names.append(f"CAST {other}->{dt}")
+  exact = (Ops.REAL, Ops.IMAG, Ops.COMPLEX, Ops.WHERE, Ops.NEG, Ops.CMPEQ, Ops.CMPNE, Ops.CAST, Ops.ADD, Ops.SUB)
+  check(names, roots, compiled, approx=lambda r, name: 'sum' if r.op not in exact else False)
 
 def test_reductions_scans_sorts_views_gather_scatter_dot(compiled):
   rng = np.random.default_rng(0)

@@ -113,14 +113,10 @@ def test_result_type():
     jnp.result_type()
 
 def test_unsupported_dtypes_name_the_dtype():
-  for bad, name in [('complex64', 'complex64'), (np.complex128, 'complex128'), ('str', 'str'), (object, 'object')]:
+  for bad, name in [('str', 'str'), (object, 'object'), ('U3', 'str96')]:
     with pytest.raises(TypeError, match=name) as e:
       jnp.zeros(3, bad)
-    assert "supports bool" in str(e.value)
-  with pytest.raises(TypeError, match="complex"):
-    jnp.asarray(np.array([1 + 2j]))
-  with pytest.raises(TypeError, match="complex"):
-    jnp.asarray([1.0]).astype('complex64')
+    assert "supports bool" in str(e.value) and "complex64" in str(e.value)
 
 # --- astype: JAX's conversions (floats to ints saturate and truncate, NaN becomes 0), generated with JAX ---
 FLOATS = [math.nan, math.inf, -math.inf, -1.7, 1.7, 300.5, -300.5, 0.5, -0.0, 3e9, -3e9]

@@ -51,7 +51,8 @@ def test_scalar_types_are_still_dtypes():
   assert np.dtype(jnp.float32) == np.float32 and np.dtype(jnp.uint8) == np.uint8 and jnp.float32.dtype == np.float32
   assert jnp.issubdtype(jnp.ones(2).dtype, jnp.floating) and jnp.issubdtype(jnp.int32, jnp.integer)
   assert np.zeros(2, dtype=jnp.int16).dtype == np.int16
-  with pytest.raises(TypeError, match='not a supported dtype'): jnp.dtype('complex64')
+  assert jnp.dtype('complex64') is jnp.complex64 and jnp.issubdtype(jnp.complex64, jnp.complexfloating)
+  with pytest.raises(TypeError, match='not a supported dtype'): jnp.dtype('str')
 
 # ---------------------------------------------------------------- lax.Precision
 
@@ -163,7 +164,7 @@ def test_check_grads_argument_errors():
   with pytest.raises(ValueError, match='order must be an int >= 1'): check_grads(jnp.sin, (jnp.ones(2),), 0)
   with pytest.raises(ValueError, match="modes must name 'fwd' and/or 'rev'"):
     check_grads(jnp.sin, (jnp.ones(2),), 1, modes=['both'])
-  with pytest.raises(TypeError, match='float arrays'): check_grads(jnp.sin, (jnp.arange(3),), 1)
+  with pytest.raises(TypeError, match='float or complex arrays'): check_grads(jnp.sin, (jnp.arange(3),), 1)
 
 # ---------------------------------------------------------------- lists where jnp takes arrays (JAX's check_arraylike)
 

@@ -120,9 +120,14 @@ def test_bool_subtract_error_names_dtypes_and_fix():
   with pytest.raises(TypeError, match=r"subtract.*bool\[2\].*bool\[\].*logical_xor"):
     jnp.array([True, False]) - True
 
-def test_weak_complex_is_refused_with_the_fix():
-  with pytest.raises(TypeError, match=r"operand 1 is the Python complex 1j.*complex64.*real and imaginary"):
-    jnp.array([True]) + 1j
+def test_weak_complex_promotes_as_in_jax():
+  # JAX's lattice: a Python complex joins bool and int arrays above them (weak complex64, as int + 1.0 is a weak
+  # float32) and float arrays at complex64 (strong)
+  for x, weak in ((jnp.array([True]), True), (jnp.array([1]), True), (jnp.array([1.0]), False),
+                  (jnp.array([1.0], jnp.float16), False), (jnp.array([1j]), False)):
+    out = x + 1j
+    assert out.dtype is jnp.complex64 and out.weak is weak, x.dtype
+  assert (jnp.asarray(1.0) + 1j).weak and jnp.asarray(1j).weak and jnp.asarray(1j).dtype is jnp.complex64
 
 JIT_OUTPUTS = [   # (function, arguments, (shape, dtype, weak) of each output leaf), from jax.jit
   ('lambda x: x', '(4.,)', ((), 'float32', True)),

@@ -131,7 +131,8 @@ def test_memory_reuses_dead_buffers():
 # --- the pipeline ---
 def test_the_pipeline_is_an_ordered_list_of_named_passes():
   names = [name for name, _ in lower.PASSES]
-  assert names[:3] == ['simplify', 'decompose', 'schedule+index'] and names[-2:] == ['render', 'compile']
+  assert names[:4] == ['simplify', 'split_complex', 'decompose', 'schedule+index']
+  assert names[-2:] == ['render', 'compile']
   assert [n for n, _ in lower.passes('as_matmul', 'estimate')] == [
     'as_matmul', 'as_column_reduction', 'split_reductions', 'stash_shared', 'block_sums', 'mark_parallel',
     'spread_reductions', 'grid',

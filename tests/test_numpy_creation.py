@@ -60,8 +60,7 @@ def test_conversion_errors():
     jnp.asarray([1, 2**40])
   with pytest.raises((TypeError, ValueError)):
     jnp.asarray([1, [2]])
-  with pytest.raises(TypeError, match="complex"):
-    jnp.asarray(1 + 2j)
+  assert jnp.asarray(1 + 2j).dtype is jnp.complex64
   with pytest.raises(TypeError, match="str"):
     jnp.asarray(np.array(['a']))
   with tinyjx.Context(JAX_ENABLE_X64=True):

@@ -15,6 +15,7 @@ from tinyjx.lower import render
 from tinyjx.lower.index import build_kernel
 from tinyjx.lower.dialects import RENDERERS, CL_PRELUDE, CUDA_PRELUDE
 from tinyjx.lower.prelude import C_PRELUDE
+from tinyjx.lower import complex as split_complex
 
 ARRAY_LEVEL = set(Ops) - GroupOp.Kernel
 # ops the reference interpreter evaluates without a rule: leaves have no sources, `_leaf` makes their values
@@ -70,6 +71,13 @@ def missing_dialect_names() -> set:
     out |= {f"{dialect}:tjx_{n}_f32" for n in render.FAST_F32.values() if f"tjx_{n}_f32" not in prelude}
   return out
 
+def missing_complex_rules(complex_rules: dict | None = None) -> set:
+  """Ops a complex operand may reach (GroupOp.AcceptsComplex) that the compiled devices' complex split has no rule
+  for: a complex result needs an entry in COMPLEX_RULES, a real result of complex operands one in FROM_COMPLEX_RULES."""
+  made = split_complex.COMPLEX_RULES if complex_rules is None else complex_rules
+  read = split_complex.FROM_COMPLEX_RULES
+  return {op for op in GroupOp.AcceptsComplex if op not in made and op not in read}
+
 def printed_names() -> dict:
   """The name each array-level op prints as (a reduction per ALU op), keyed by (op, ALU op or None)."""
   out = {}
@@ -100,6 +108,15 @@ def test_every_transcendental_op_has_a_math_function():
 
 def test_every_math_name_is_defined_in_every_dialect():
   assert missing_dialect_names() == set(), "define the name in the dialect's prelude (lower/dialects.py)"
+
+def test_every_op_that_accepts_complex_operands_splits_into_float_parts():
+  assert missing_complex_rules() == set(), "add a rule to tinyjx/lower/complex.py (COMPLEX_RULES or FROM_COMPLEX_RULES)"
+  assert GroupOp.Complex <= GroupOp.AcceptsComplex and not GroupOp.Complex & GroupOp.Elementwise
+
+def test_a_missing_complex_split_rule_is_reported(monkeypatch):
+  rules = dict(split_complex.COMPLEX_RULES)
+  del rules[Ops.SQRT]
+  assert missing_complex_rules(rules) == {Ops.SQRT}
 
 def test_every_op_prints_under_its_own_name():
   assert name_problems(printed_names()) == []

@@ -267,11 +267,11 @@ class Array:
   @property
   def at(self): return index_update(self)
   @property
-  def real(self) -> 'Array': return self
+  def real(self) -> 'Array': return api.real(self)
   @property
-  def imag(self) -> 'Array': return api.zeros_like(self)
-  def conj(self) -> 'Array': return self
-  def conjugate(self) -> 'Array': return self
+  def imag(self) -> 'Array': return api.imag(self)
+  def conj(self) -> 'Array': return api.conj(self)
+  def conjugate(self) -> 'Array': return api.conj(self)
 
 def _rebuild(value, dtype_name, weak):
   return api.asarray(value, dtype=dtype_name) if not weak else Array(api.asarray(value, dtype=dtype_name).uop, True)

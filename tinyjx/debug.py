@@ -71,7 +71,7 @@ def _call_site() -> str:
   return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "?"
 
 def _is_array_like(x) -> bool:
-  return isinstance(x, (Array, np.ndarray, np.generic, bool, int, float))
+  return isinstance(x, (Array, np.ndarray, np.generic, bool, int, float, complex))
 
 def callback(fn, *args, ordered: bool = False, **kwargs) -> None:
   """Call `fn(*args, **kwargs)` on the host with the arguments' values as numpy arrays (pytrees allowed);

@@ -27,7 +27,7 @@ def register_scalar_constructor(fn) -> None:
   _scalar_constructor = fn
 
 class DType(metaclass=_DTypeMeta):
-  """One scalar type. `name` is numpy's name; `kind` is 'b', 'i', 'u' or 'f'.
+  """One scalar type. `name` is numpy's name; `kind` is 'b', 'i', 'u', 'f' or 'c' (complex).
 
   A DType is also the scalar type of JAX's numpy: calling it converts a value to an array of that type (0-d for a
   scalar), so `jnp.float32(1)`, `jnp.int32(x)` and `jnp.float32([1, 2])` work, and it remains a dtype everywhere.
@@ -80,6 +80,9 @@ float64 = DType('float64', 8, 'f', np.float64, 'f64')
 # numpy has no bfloat16: its values live in float32 storage on the host, rounded to bfloat16 after every op
 # (`round_bf16`), and become 16-bit words only on disk (safetensors) and in device kernels.
 bfloat16 = DType('bfloat16', 2, 'f', np.float32, 'bf16')
+# complex numbers: a pair of floats (real, imaginary) stored interleaved, as numpy and C99 store them
+complex64 = DType('complex64', 8, 'c', np.complex64, 'c64')
+complex128 = DType('complex128', 16, 'c', np.complex128, 'c128')
 
 def round_bf16(x: np.ndarray) -> np.ndarray:
   """Round float32 values to the nearest bfloat16 (ties to even), kept in float32 storage; NaN stays NaN."""
@@ -89,30 +92,45 @@ def round_bf16(x: np.ndarray) -> np.ndarray:
   out = rounded.view(np.float32)
   return np.where(np.isnan(x), np.float32(np.nan), out).astype(np.float32)
 
-ALL = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64)
+ALL = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64, complex64,
+       complex128)
 NAMES = {d.name: d for d in ALL}
 NAMES['bool_'] = bool_
 NAMES['float'] = float32
 NAMES['int'] = int32
+NAMES['complex'] = complex64
 _FROM_NP = {d.np: d for d in ALL if d is not bfloat16}
 
 def is_float(d: DType) -> bool: return d.kind == 'f'
 def is_int(d: DType) -> bool: return d.kind in 'iu'
 def is_unsigned(d: DType) -> bool: return d.kind == 'u'
 def is_bool(d: DType) -> bool: return d.kind == 'b'
+def is_complex(d: DType) -> bool: return d.kind == 'c'
+def is_inexact(d: DType) -> bool: return d.kind in 'fc'
+
+_PARTS = {}   # filled below: the float type of a complex type's parts, and back
+def real_dtype(d: DType) -> DType:
+  """The float type of the parts of complex `d` (`d` itself when it is not complex): complex64 -> float32."""
+  return _PARTS.get(d, d)
+def complex_dtype(d: DType) -> DType:
+  """The complex type whose parts are float `d`: float32 (and narrower floats) -> complex64, float64 -> complex128."""
+  if d.kind == 'c': return d
+  return complex128 if d is float64 else complex64
 
 class DTypeError(TypeError):
   pass
 
 def x64_enabled() -> bool: return bool(config.get('JAX_ENABLE_X64'))
 
-_CANON32 = {int64: int32, uint64: uint32, float64: float32}
+_CANON32 = {int64: int32, uint64: uint32, float64: float32, complex128: complex64}
+_PARTS.update({complex64: float32, complex128: float64})
 def canonicalize(d: DType) -> DType:
   """Map a 64-bit type to its 32-bit kin unless 64-bit mode is on (JAX's canonicalize_dtype)."""
   return d if x64_enabled() else _CANON32.get(d, d)
 
 def default_int() -> DType: return int64 if x64_enabled() else int32
 def default_float() -> DType: return float64 if x64_enabled() else float32
+def default_complex() -> DType: return complex128 if x64_enabled() else complex64
 
 def to_dtype(x, name: str = "dtype") -> DType:
   """Convert anything dtype-like (DType, numpy dtype or type, string, Python type) to a DType, canonicalized."""
@@ -120,6 +138,7 @@ def to_dtype(x, name: str = "dtype") -> DType:
   if x is bool: return bool_
   if x is int: return default_int()
   if x is float: return default_float()
+  if x is complex: return default_complex()
   if hasattr(x, 'dtype') and isinstance(getattr(x, 'dtype'), DType): return canonicalize(x.dtype)
   try:
     npd = np.dtype(x)
@@ -130,20 +149,23 @@ def to_dtype(x, name: str = "dtype") -> DType:
   supported = ", ".join(d.name for d in ALL)
   shown = npd.name if npd is not None else repr(x)
   raise DTypeError(f"{name}={shown} is not a supported dtype; tinyjx supports {supported} "
-                   "(complex, string and object types are not supported)")
+                   "(string and object types are not supported)")
 
 # --- the promotion lattice (JAX's "type promotion semantics") ---
-# Nodes: concrete dtypes plus the weak kinds 'i*' (Python int) and 'f*' (Python float). Edges go to the
+# Nodes: concrete dtypes plus the weak kinds 'i*' (Python int), 'f*' (Python float) and 'c*' (Python complex).
+# Edges go to the
 # next wider types. With 64-bit mode off, uint32 climbs to int32 instead of int64, as in JAX: no promotion
 # may form a 64-bit type from 32-bit inputs.
 _UP: dict = {
   'b': ['i*'], 'i*': ['u8', 'i8'], 'u8': ['i16', 'u16'], 'u16': ['i32', 'u32'], 'u32': ['i64', 'u64'],
   'u64': ['f*'], 'i8': ['i16'], 'i16': ['i32'], 'i32': ['i64'], 'i64': ['f*'],
-  'f*': ['bf16', 'f16'], 'bf16': ['f32'], 'f16': ['f32'], 'f32': ['f64'], 'f64': [],
+  'f*': ['bf16', 'f16', 'c*'], 'bf16': ['f32'], 'f16': ['f32'], 'f32': ['f64', 'c64'], 'f64': ['c128'],
+  'c*': ['c64'], 'c64': ['c128'], 'c128': [],
 }
 _UP_X32 = {**_UP, 'u32': ['i32', 'u64']}
 _NODE = {bool_: 'b', int8: 'i8', int16: 'i16', int32: 'i32', int64: 'i64', uint8: 'u8', uint16: 'u16',
-         uint32: 'u32', uint64: 'u64', float16: 'f16', bfloat16: 'bf16', float32: 'f32', float64: 'f64'}
+         uint32: 'u32', uint64: 'u64', float16: 'f16', bfloat16: 'bf16', float32: 'f32', float64: 'f64',
+         complex64: 'c64', complex128: 'c128'}
 _FROM_NODE = {v: k for k, v in _NODE.items()}
 
 @functools.lru_cache(None)
@@ -161,6 +183,7 @@ def _join(a: str, b: str, x64: bool) -> str:
 def _node(d: DType, weak: bool) -> str:
   if weak and d.kind in 'iu': return 'i*'
   if weak and d.kind == 'f': return 'f*'
+  if weak and d.kind == 'c': return 'c*'
   return _NODE[d]
 
 def _join_all(typed) -> str:
@@ -178,12 +201,14 @@ def promote(*typed: tuple[DType, bool]) -> tuple[DType, bool]:
   node = _join_all(typed)
   if node == 'i*': return default_int(), True
   if node == 'f*': return default_float(), True
+  if node == 'c*': return default_complex(), True
   return canonicalize(_FROM_NODE[node]), False
 
 def _exact_dtype(x, name: str) -> tuple[DType, bool]:
   """(dtype, weak) of a promote_types argument without canonicalizing; Python int and float are weak."""
   if x is int: return int64, True
   if x is float: return float64, True
+  if x is complex: return complex128, True
   if x is bool: return bool_, False
   if isinstance(x, DType): return x, False
   try:
@@ -202,20 +227,21 @@ def promote_types(a, b) -> DType:
   dtypes.int16
   """
   node = _join_all([_exact_dtype(a, 'a'), _exact_dtype(b, 'b')])
-  return {'i*': int64, 'f*': float64}.get(node) or _FROM_NODE[node]
+  return {'i*': int64, 'f*': float64, 'c*': complex128}.get(node) or _FROM_NODE[node]
 
 def python_scalar_dtype(x) -> DType:
   """The weak dtype a Python scalar gets: bool, the default int, or the default float."""
   if isinstance(x, (bool, np.bool_)): return bool_
   if isinstance(x, int): return default_int()
   if isinstance(x, float): return default_float()
-  if isinstance(x, complex): raise DTypeError(f"complex value {x!r} is not supported by tinyjx")
+  if isinstance(x, complex): return default_complex()
   raise DTypeError(f"{type(x).__name__} {x!r} is not an array or a Python scalar")
 
 class finfo:
-  """Machine limits of a float dtype, as `jnp.finfo`: bits, eps, max, min, tiny, resolution."""
+  """Machine limits of a float dtype, as `jnp.finfo`: bits, eps, max, min, tiny, resolution (a complex dtype gives
+  those of its parts, as numpy's)."""
   def __init__(self, dtype):
-    self.dtype = to_dtype(dtype)
+    self.dtype = real_dtype(to_dtype(dtype))
     if not is_float(self.dtype):
       raise DTypeError(f"finfo needs a float dtype, got {self.dtype}; use iinfo for integers")
     if self.dtype is bfloat16:

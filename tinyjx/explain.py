@@ -73,8 +73,7 @@ def explain(fun, **jit_kwargs):
 
 def explain_call(fn, call, runs: int = TIMED_RUNS) -> Explanation:
   """The Explanation of jitted function `fn` for the bound call `call` (jit's `_Call`)."""
-  from tinyjx.lower import lower
-  from tinyjx.lower.runtime import Executable
+  from tinyjx.lower import lower, executable
   dev = call.device
   if not hasattr(dev, 'renderer'):
     raise NotImplementedError(f"explain: device {dev.name} runs programs without kernels, so there is nothing to "
@@ -86,7 +85,7 @@ def explain_call(fn, call, runs: int = TIMED_RUNS) -> Explanation:
                      "its own; explain the enclosing function instead")
   jaxpr = entry.jaxpr
   st = lower(dev, jaxpr.params, jaxpr.roots)
-  exe = Executable(dev, st, st.binary, n_effects=len(jaxpr.effects))
+  exe = executable(dev, st, jaxpr)
   eqns = equations(jaxpr)
   where = assign([n for n, _ in eqns], list(jaxpr.roots), st)
   times = measure(exe, _inputs(call, dev), runs)

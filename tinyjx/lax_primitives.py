@@ -49,8 +49,11 @@ def _require(name: str, x: Array, kinds: str, what: str) -> Array:
 _FLOAT = ('f', 'a float dtype')
 _INT = ('iu', 'an integer dtype')
 _INT_BOOL = ('iub', 'an integer or bool dtype')
-_NUMBER = ('iuf', 'a numeric (not bool) dtype')
-_ANY = ('iufb', 'any dtype')
+_NUMBER = ('iuf', 'a real numeric (not bool) dtype')
+_ARITH = ('iufc', 'a numeric (not bool) dtype')
+_INEXACT = ('fc', 'a float or complex dtype')
+_ANY = ('iufb', 'a dtype with an order (not complex)')
+_EQ = ('iufbc', 'any dtype')
 
 # --- elementwise ---
 def _unary(name: str, op: Ops, accepts: tuple, doc: str, example: tuple):
@@ -73,13 +76,13 @@ def _binary(name: str, op: Ops, accepts: tuple, doc: str, example: tuple, compar
                f">>> from tinyjx import lax\n>>> lax.{name}({example[0]}).item()\n{example[1]}\n")
   return f
 
-neg = _unary('neg', Ops.NEG, _NUMBER, "-x", ("2", "-2"))
-exp = _unary('exp', Ops.EXP, _FLOAT, "e**x", ("0.0", "1.0"))
-log = _unary('log', Ops.LOG, _FLOAT, "natural logarithm", ("1.0", "0.0"))
+neg = _unary('neg', Ops.NEG, _ARITH, "-x", ("2", "-2"))
+exp = _unary('exp', Ops.EXP, _INEXACT, "e**x", ("0.0", "1.0"))
+log = _unary('log', Ops.LOG, _INEXACT, "natural logarithm", ("1.0", "0.0"))
 expm1 = _unary('expm1', Ops.EXPM1, _FLOAT, "e**x - 1, accurate near 0", ("0.0", "0.0"))
 log1p = _unary('log1p', Ops.LOG1P, _FLOAT, "log(1 + x), accurate near 0", ("0.0", "0.0"))
-sin = _unary('sin', Ops.SIN, _FLOAT, "sine", ("0.0", "0.0"))
-cos = _unary('cos', Ops.COS, _FLOAT, "cosine", ("0.0", "1.0"))
+sin = _unary('sin', Ops.SIN, _INEXACT, "sine", ("0.0", "0.0"))
+cos = _unary('cos', Ops.COS, _INEXACT, "cosine", ("0.0", "1.0"))
 tan = _unary('tan', Ops.TAN, _FLOAT, "tangent", ("0.0", "0.0"))
 asin = _unary('asin', Ops.ASIN, _FLOAT, "arcsine", ("0.0", "0.0"))
 acos = _unary('acos', Ops.ACOS, _FLOAT, "arccosine", ("1.0", "0.0"))
@@ -87,29 +90,55 @@ atan = _unary('atan', Ops.ATAN, _FLOAT, "arctangent", ("0.0", "0.0"))
 sinh = _unary('sinh', Ops.SINH, _FLOAT, "hyperbolic sine", ("0.0", "0.0"))
 cosh = _unary('cosh', Ops.COSH, _FLOAT, "hyperbolic cosine", ("0.0", "1.0"))
 tanh = _unary('tanh', Ops.TANH, _FLOAT, "hyperbolic tangent", ("0.0", "0.0"))
-sqrt = _unary('sqrt', Ops.SQRT, _FLOAT, "square root", ("4.0", "2.0"))
+sqrt = _unary('sqrt', Ops.SQRT, _INEXACT, "square root", ("4.0", "2.0"))
 erf = _unary('erf', Ops.ERF, _FLOAT, "error function", ("0.0", "0.0"))
 floor = _unary('floor', Ops.FLOOR, _FLOAT, "rounding toward -inf", ("-1.5", "-2.0"))
 ceil = _unary('ceil', Ops.CEIL, _FLOAT, "rounding toward +inf", ("-1.5", "-1.0"))
 sign = _unary('sign', Ops.SIGN, _NUMBER, "sign (-1, 0 or 1)", ("-3.0", "-1.0"))
 bitwise_not = _unary('bitwise_not', Ops.NOT, _INT_BOOL, "bitwise (or logical) not", ("0", "-1"))
 
-add = _binary('add', Ops.ADD, _NUMBER, "x + y", ("1.0, 2.0", "3.0"))
-sub = _binary('sub', Ops.SUB, _NUMBER, "x - y", ("1.0, 2.0", "-1.0"))
-mul = _binary('mul', Ops.MUL, _NUMBER, "x * y", ("3.0, 2.0", "6.0"))
-div = _binary('div', Ops.DIV, _NUMBER, "x / y (integers round toward zero, as in C)", ("-7, 2", "-3"))
+add = _binary('add', Ops.ADD, _ARITH, "x + y", ("1.0, 2.0", "3.0"))
+sub = _binary('sub', Ops.SUB, _ARITH, "x - y", ("1.0, 2.0", "-1.0"))
+mul = _binary('mul', Ops.MUL, _ARITH, "x * y", ("3.0, 2.0", "6.0"))
+div = _binary('div', Ops.DIV, _ARITH, "x / y (integers round toward zero, as in C)", ("-7, 2", "-3"))
 rem = _binary('rem', Ops.REM, _NUMBER, "remainder with the sign of x (C's fmod)", ("-7, 2", "-1"))
 max = _binary('max', Ops.MAX, _ANY, "maximum", ("1.0, 2.0", "2.0"))  # noqa: A001 - JAX's name
 min = _binary('min', Ops.MIN, _ANY, "minimum", ("1.0, 2.0", "1.0"))  # noqa: A001 - JAX's name
 atan2 = _binary('atan2', Ops.ATAN2, _FLOAT, "arctan(x / y) in the right quadrant", ("0.0, 1.0", "0.0"))
-eq = _binary('eq', Ops.CMPEQ, _ANY, "x == y", ("1, 2", "False"), compare=True)
-ne = _binary('ne', Ops.CMPNE, _ANY, "x != y", ("1, 2", "True"), compare=True)
+eq = _binary('eq', Ops.CMPEQ, _EQ, "x == y", ("1, 2", "False"), compare=True)
+ne = _binary('ne', Ops.CMPNE, _EQ, "x != y", ("1, 2", "True"), compare=True)
 lt = _binary('lt', Ops.CMPLT, _ANY, "x < y", ("1, 2", "True"), compare=True)
 le = _binary('le', Ops.CMPLE, _ANY, "x <= y", ("2, 2", "True"), compare=True)
 bitwise_and = _binary('bitwise_and', Ops.AND, _INT_BOOL, "bitwise (or logical) and", ("6, 3", "2"))
 bitwise_or = _binary('bitwise_or', Ops.OR, _INT_BOOL, "bitwise (or logical) or", ("6, 3", "7"))
 bitwise_xor = _binary('bitwise_xor', Ops.XOR, _INT_BOOL, "bitwise (or logical) xor", ("6, 3", "5"))
 shift_left = _binary('shift_left', Ops.SHL, _INT, "x << y (0 once y reaches the bit width)", ("1, 3", "8"))
+
+def complex(x, y) -> Array:  # noqa: A001 - JAX's name
+  """x + iy from float operands of one dtype and shape: float32 parts give complex64, float64 ones complex128.
+
+  >>> from tinyjx import lax
+  >>> lax.complex(1.0, 2.0).item()
+  (1+2j)
+  """
+  (a, b), weak = _operands('complex', None, x, y)
+  _require('complex', Array(a), *_FLOAT)
+  return _build(Ops.COMPLEX, dtypes.complex_dtype(a.dtype), [a.cast(dtypes.real_dtype(dtypes.complex_dtype(a.dtype))),
+                                                            b.cast(dtypes.real_dtype(dtypes.complex_dtype(a.dtype)))],
+                weak)
+
+def real(x) -> Array:
+  """The real part of a complex array (lax refuses a real one, as JAX's)."""
+  return core.real(_require('real', asarray(x), 'c', 'a complex dtype'))
+
+def imag(x) -> Array:
+  """The imaginary part of a complex array."""
+  return core.imag(_require('imag', asarray(x), 'c', 'a complex dtype'))
+
+def conj(x) -> Array:
+  """The complex conjugate; a real array gives itself as a complex array, as JAX's lax.conj."""
+  x = _require('conj', asarray(x), 'iufc', 'a numeric dtype')
+  return core.conj(x if dtypes.is_complex(x.dtype) else core.astype(x, dtypes.complex_dtype(x.dtype)))
 
 def gt(x, y) -> Array:
   """Elementwise x > y (one dtype, one shape). `lax.gt(2., 1.)` is True."""
@@ -119,8 +148,10 @@ def ge(x, y) -> Array:
   return le(y, x)
 
 def abs(x) -> Array:  # noqa: A001 - JAX's name
-  """Elementwise |x|; unsigned values are returned unchanged. `lax.abs(-2.)` is 2."""
-  x = _require('abs', asarray(x), *_NUMBER)
+  """Elementwise |x|; unsigned values are returned unchanged, complex ones give their (float) modulus.
+  `lax.abs(-2.)` is 2."""
+  x = _require('abs', asarray(x), *_ARITH)
+  if dtypes.is_complex(x.dtype): return core.abs(x)
   return x if dtypes.is_unsigned(x.dtype) else _build(Ops.ABS, x.dtype, [x.uop], x.weak)
 
 def rsqrt(x) -> Array:
@@ -265,6 +296,8 @@ def square(x) -> Array:
 # --- reductions and scans ---
 def _reduce(name: str, op: Ops, operand, axes) -> Array:
   x = asarray(operand)
+  if op in (Ops.MAX, Ops.MIN): core.no_complex(f"lax.{name}", x.dtype, "complex numbers have no order")
+  if op is Ops.MUL and dtypes.is_complex(x.dtype): return core.prod(x, tuple(axes))   # a tree of multiplies
   return Array(x.uop.reduce(op, normalize_axes(tuple(axes), x.ndim)), x.weak)
 
 def reduce_sum(operand, axes) -> Array:

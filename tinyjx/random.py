@@ -21,6 +21,7 @@ from tinyjx.array import Array
 from tinyjx.dtypes import DType
 from tinyjx.uop import UOp, Ops
 import tinyjx.numpy as jnp
+from tinyjx.numpy.core import from_parts
 
 U32 = dtypes.uint32
 UINT_OF_WIDTH = {8: dtypes.uint8, 16: dtypes.uint16, 32: dtypes.uint32, 64: dtypes.uint64}
@@ -363,11 +364,17 @@ def _normal(data: Array, shape: tuple, dt: DType) -> Array:
   return jnp.asarray(math.sqrt(2), dt) * erf_inv(u)
 
 def normal(key, shape=(), dtype=None) -> Array:
-  """Standard normal floats of `shape` and float `dtype`: sqrt(2) * erf_inv(uniform(-1, 1)).
+  """Standard normal floats of `shape` and float `dtype`: sqrt(2) * erf_inv(uniform(-1, 1)). A complex `dtype`
+  gives (x + iy) / sqrt(2) for normal x and y drawn from the two halves of `split(key)`, as JAX's (unit variance).
 
   >>> [round(v, 4) for v in normal(PRNGKey(0), (3,)).tolist()]
   [1.6226, 2.0253, -0.4336]
   """
+  if dtype is not None and dtypes.is_complex(dtypes.to_dtype(dtype)):
+    part = dtypes.real_dtype(dtypes.to_dtype(dtype))
+    halves = split(key)
+    re, im = (normal(halves[i], shape, part) for i in (0, 1))
+    return jnp.divide(from_parts(re, im), np.sqrt(2).astype(part.np))
   data, _ = _unwrap(key, "normal")
   return _normal(data, _shape_arg(shape, "normal"), _float_dtype(dtype, "normal"))
 

@@ -12,6 +12,10 @@ cotangents from a fixed seed, so a run is reproducible, and compare in float64 o
 A mismatch raises AssertionError naming the mode and order, as JAX's do. Defaults depend on the arguments' dtype:
 float32 uses eps=1e-3 and atol=rtol=2e-3 (JAX uses eps=1e-4; float32 central differences lose less to rounding
 with the larger step).
+
+Complex arguments and outputs are checked as JAX checks them: complex tangents, and the pairing of a cotangent c
+with a tangent t is Re(sum(c * t)) (no conjugate), the one under which JAX's vjp is the transpose of its jvp; a
+complex dtype takes the tolerances of its float parts.
 """
 from __future__ import annotations
 import functools
@@ -31,28 +35,39 @@ def _api():
 def _dtype_of(x):
   _, jnp = _api()
   d = dtypes.to_dtype(jnp.asarray(x).dtype)
-  if not dtypes.is_float(d):
-    raise TypeError(f'check_grads: arguments must be float arrays, got a {d} leaf; differentiate with respect to '
-                    f'float inputs only (close over the integer ones, e.g. with functools.partial)')
+  if not dtypes.is_inexact(d):
+    raise TypeError(f'check_grads: arguments must be float or complex arrays, got a {d} leaf; differentiate with '
+                    f'respect to float inputs only (close over the integer ones, e.g. with functools.partial)')
   return d
 
 def _widest(tree) -> str:
   leaves = [_dtype_of(x) for x in tree_util.tree_leaves(tree)]
-  return max(leaves, key=lambda d: d.itemsize).name if leaves else 'float32'
+  parts = [dtypes.real_dtype(d) for d in leaves]
+  return max(parts, key=lambda d: d.itemsize).name if parts else 'float32'
 
 def _like(tree, rng: np.random.RandomState):
   """A random tree of `tree`'s structure, shapes and dtypes (standard normal values)."""
   _, jnp = _api()
   def draw(x):
     x = jnp.asarray(x)
+    if dtypes.is_complex(x.dtype):
+      return jnp.asarray(rng.standard_normal(x.shape) + 1j * rng.standard_normal(x.shape), dtype=x.dtype)
     return jnp.asarray(rng.standard_normal(x.shape), dtype=x.dtype)
   return tree_util.tree_map(draw, tree)
 
 def _host(tree) -> list:
-  return [np.asarray(x, dtype=np.float64) for x in tree_util.tree_leaves(tree)]
+  """The leaves as float64 (complex128 for complex leaves) host arrays."""
+  def wide(x):
+    x = np.asarray(x)
+    return x.astype(np.complex128 if x.dtype.kind == 'c' else np.float64)
+  return [wide(x) for x in tree_util.tree_leaves(tree)]
+
+def _pair(x: np.ndarray, y: np.ndarray) -> float:
+  """Re(sum(x * y)): the pairing of a cotangent with a tangent (the dot product for real arrays)."""
+  return float(np.real(np.sum(x * y)))
 
 def _inner(a, b) -> float:
-  return float(sum(np.vdot(x, y) for x, y in zip(_host(a), _host(b))))
+  return sum(_pair(x, y) for x, y in zip(_host(a), _host(b)))
 
 def _step(args, tangents, scale: float):
   _, jnp = _api()
@@ -96,7 +111,7 @@ def check_vjp(f: Callable, f_vjp: Callable, args: tuple, atol=None, rtol=None, e
   _close(_host(out), _host(f(*args)), atol, rtol, f'{err_msg} primal output'.strip())
   cotangent, tangents = _like(out, rng), _like(args, rng)
   lhs = _inner(vjp_fun(cotangent), tangents)
-  rhs = sum(float(np.vdot(c, j)) for c, j in zip(_host(cotangent), numerical_jvp(f, args, tangents, eps)))
+  rhs = sum(_pair(c, j) for c, j in zip(_host(cotangent), numerical_jvp(f, args, tangents, eps)))
   _close([np.float64(lhs)], [np.float64(rhs)], atol, rtol, f'{err_msg} <vjp(ct), t> vs <ct, jvp(t)>'.strip())
 
 def check_grads(f: Callable, args: tuple, order: int, modes=('fwd', 'rev'), atol=None, rtol=None, eps=None) -> None:

@@ -101,7 +101,7 @@ def has_effects(node: UOp) -> bool:
 def aval_of(x, path: str = "argument") -> tuple:
   """(shape, dtype, weak) of an array-like argument, with a clear error for anything else."""
   if isinstance(x, Array): return x.aval
-  if isinstance(x, (bool, int, float, np.bool_)) and not isinstance(x, np.ndarray):
+  if isinstance(x, (bool, int, float, complex, np.bool_)) and not isinstance(x, np.ndarray):
     if isinstance(x, (np.number, np.bool_)): return ((), dtypes.to_dtype(np.asarray(x).dtype), False)
     return ((), dtypes.python_scalar_dtype(x), not isinstance(x, bool))   # Python bool is not weak, as in JAX
   if isinstance(x, (np.ndarray, np.number)): return (tuple(x.shape), dtypes.to_dtype(x.dtype, path), False)

@@ -45,6 +45,10 @@ class Ops(enum.Enum):
   CMPLT = enum.auto(); CMPLE = enum.auto(); CMPEQ = enum.auto(); CMPNE = enum.auto()
   # ternary ALU: WHERE(cond, a, b)
   WHERE = enum.auto()
+  # complex numbers: REAL(z) and IMAG(z) are the float parts of a complex z, COMPLEX(x, y) is x + iy (lax.complex);
+  # every other op on complex operands means what numpy means. The compiled devices' lowering splits each complex
+  # value into its two float parts (tinyjx/lower/complex.py), so no kernel ever sees a complex scalar.
+  REAL = enum.auto(); IMAG = enum.auto(); COMPLEX = enum.auto()
   # reductions: REDUCE arg=(alu op ADD|MUL|MAX|MIN, axes); CUMULATIVE arg=(alu op, axis, reverse)
   REDUCE = enum.auto(); CUMULATIVE = enum.auto()
   # movement (views): RESHAPE arg=shape, PERMUTE arg=perm, EXPAND arg=shape (size-1 dims grow),
@@ -84,6 +88,11 @@ class GroupOp:
             Ops.XOR, Ops.SHL, Ops.SHR} | Comparison
   Ternary = {Ops.WHERE}
   Elementwise = Unary | Cast | Binary | Ternary
+  # elementwise between complex and float types; the lowering splits them away, so no renderer meets them
+  Complex = {Ops.REAL, Ops.IMAG, Ops.COMPLEX}
+  # ops a complex operand may reach (lax refuses it elsewhere; jnp composes its complex functions from these)
+  AcceptsComplex = {Ops.NEG, Ops.EXP, Ops.LOG, Ops.SIN, Ops.COS, Ops.SQRT, Ops.CAST, Ops.ADD, Ops.SUB, Ops.MUL, Ops.DIV,
+               Ops.CMPEQ, Ops.CMPNE, Ops.WHERE} | Complex
   Movement = {Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP}
   Reduce = {Ops.REDUCE, Ops.CUMULATIVE}
   MultiOutput = {Ops.COND, Ops.WHILE, Ops.SCAN, Ops.CUSTOM_JVP, Ops.CUSTOM_VJP, Ops.CHECKPOINT}
@@ -154,7 +163,7 @@ def fresh_id() -> int:
 def _intern_key(op, dtype, src, arg):
   # floats that compare equal but differ (0.0 and -0.0) must not share a node; NaN compares unequal to
   # itself, so a NaN constant is keyed by its repr to stay hash-consed
-  if op is Ops.CONST and isinstance(arg[0], float): arg = (repr(arg[0]), arg[1], 'f')
+  if op is Ops.CONST and isinstance(arg[0], (float, complex)): arg = (repr(arg[0]), arg[1], 'f')
   return (op, dtype, src, arg)
 
 # Set by tinyjx.provenance while it records (explain, NaN/inf checking; None otherwise: one test per new node): its
@@ -280,6 +289,9 @@ def normalize_scalar(value, dtype: DType):
     v = int(value) & ((1 << bits) - 1)
     return v - (1 << bits) if dtype.kind == 'i' and v >= 1 << (bits - 1) else v
   if dtype is dtypes.bfloat16: return float(dtypes.round_bf16(np.array([value], np.float32))[0])
+  if dtype.kind == 'c':
+    with np.errstate(over='ignore'): return complex(dtype.np.type(value))
+  if isinstance(value, complex): value = value.real   # a complex constant cast to a real type keeps its real part
   with np.errstate(over='ignore'):
     return float(dtype.np.type(value))
 
@@ -409,7 +421,7 @@ shape_rules: dict[Ops, Callable[[UOp], tuple]] = {
   Ops.AXIS_INDEX: lambda u: (),
   **{op: _leaf_shape for op in GroupOp.Leaf},
   Ops.TAG: lambda u: u.src[0].shape, Ops.STOP_GRADIENT: lambda u: u.src[0].shape,
-  **{op: _same_shape for op in GroupOp.Elementwise},
+  **{op: _same_shape for op in GroupOp.Elementwise | GroupOp.Complex},
   Ops.REDUCE: _reduce_rule,
   Ops.CUMULATIVE: lambda u: u.src[0].shape,
   Ops.RESHAPE: _reshape_rule,

@@ -41,7 +41,7 @@ for _knob in ('JAX_DEBUG_NANS', 'JAX_DEBUG_INFS'):
 # ---------------------------------------------------------------- checking values and finding the culprit
 
 def _bad_kind(value, dtype, nans: bool, infs: bool) -> str | None:
-  if not dtypes.is_float(dtype): return None
+  if not dtypes.is_inexact(dtype): return None
   v = np.asarray(value)
   if v.dtype.kind not in 'fc' or v.size == 0: return None
   if nans and np.isnan(v).any(): return 'nan'
@@ -86,10 +86,10 @@ NOT_REPRODUCED = ("but running it op by op on the PYTHON reference device gives 
 
 def _bad_buffers(buffers: list, dts: list) -> list[tuple[int, str]]:
   """(index, 'nan' or 'inf') of the buffers holding a bad value, for the knobs on now ([] when both are off); only
-  float buffers are read."""
+  float and complex buffers are read."""
   nans, infs = enabled()
   if not (nans or infs): return []
-  kinds = [_bad_kind(b.numpy(), d, nans, infs) if dtypes.is_float(d) else None for b, d in zip(buffers, dts)]
+  kinds = [_bad_kind(b.numpy(), d, nans, infs) if dtypes.is_inexact(d) else None for b, d in zip(buffers, dts)]
   return [(i, k) for i, k in enumerate(kinds) if k is not None]
 
 def check_realized(roots: list[UOp], buffers: list) -> None:

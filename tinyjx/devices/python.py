@@ -27,7 +27,7 @@ class NumpyBuffer(array.Buffer):
 def _np(d): return d.np
 
 def _div(n: UOp, a, b):
-  if dtypes.is_float(n.dtype): return a / b
+  if dtypes.is_inexact(n.dtype): return a / b
   return _int_div(a, b, n.dtype)
 
 def _int_div(a, b, dt):
@@ -55,19 +55,26 @@ def _shift(n: UOp, a, b, left: bool):
   return np.where(ok, out, overflow).astype(a.dtype)
 
 def _pow(n: UOp, a, b):
-  if dtypes.is_float(n.dtype): return np.power(a, b)
+  if dtypes.is_inexact(n.dtype): return np.power(a, b)
   res = np.power(a, np.maximum(b, 0))
   return np.where(b < 0, np.where(np.abs(a) == 1, np.where(b % 2 == 0, 1, a), 0), res).astype(a.dtype)
 
 def _cast(n: UOp, x):
   to = n.dtype
   if to.kind == 'b': return x != 0
+  if x.dtype.kind == 'c' and to.kind != 'c': x = x.real   # complex to a real type keeps the real part, as JAX
   if to.kind in 'iu' and x.dtype.kind == 'f':
     info = np.iinfo(to.np)
     clipped = np.trunc(np.clip(np.nan_to_num(x.astype(np.float64), nan=0.0), info.min, info.max))
     top = clipped >= float(info.max)   # for 64-bit types float(max) is 2**63 or 2**64: saturate explicitly
     return np.where(top, info.max, np.where(top, 0, clipped).astype(to.np)).astype(to.np)
   return x.astype(to.np)
+
+def _complex(n: UOp, re, im):
+  """x + iy with the parts set one by one (`x + 1j * y` would turn an infinite y into a NaN real part)."""
+  out = np.empty(np.broadcast(re, im).shape, n.dtype.np)
+  out.real, out.imag = re, im
+  return out
 
 _erf = np.frompyfunc(math.erf, 1, 1)
 def _erf_rule(n, x): return np.asarray(_erf(x.astype(np.float64)), dtype=np.float64).astype(x.dtype)
@@ -77,8 +84,10 @@ UNARY = {
   Ops.EXPM1: lambda n, x: np.expm1(x), Ops.LOG1P: lambda n, x: np.log1p(x), Ops.SIN: lambda n, x: np.sin(x),
   Ops.COS: lambda n, x: np.cos(x), Ops.TAN: lambda n, x: np.tan(x), Ops.ASIN: lambda n, x: np.arcsin(x),
   Ops.ACOS: lambda n, x: np.arccos(x), Ops.ATAN: lambda n, x: np.arctan(x), Ops.SINH: lambda n, x: np.sinh(x),
-  Ops.COSH: lambda n, x: np.cosh(x), Ops.TANH: lambda n, x: np.tanh(x), Ops.SQRT: lambda n, x: np.sqrt(x),
-  Ops.RECIP: lambda n, x: np.reciprocal(x) if x.dtype.kind == 'f' else _int_div(np.ones_like(x), x, n.dtype),
+  Ops.COSH: lambda n, x: np.cosh(x), Ops.TANH: lambda n, x: np.tanh(x),
+  # a complex -0.0 imaginary part counts as +0.0, as JAX's (numpy's sqrt(-4-0j) is -2j, JAX's 2j)
+  Ops.SQRT: lambda n, x: np.sqrt(x + 0.0) if x.dtype.kind == 'c' else np.sqrt(x),
+  Ops.RECIP: lambda n, x: np.reciprocal(x) if x.dtype.kind in 'fc' else _int_div(np.ones_like(x), x, n.dtype),
   Ops.ABS: lambda n, x: np.abs(x), Ops.SIGN: lambda n, x: np.sign(x), Ops.FLOOR: lambda n, x: np.floor(x),
   Ops.CEIL: lambda n, x: np.ceil(x), Ops.ROUND: lambda n, x: np.round(x), Ops.TRUNC: lambda n, x: np.trunc(x),
   Ops.ERF: _erf_rule, Ops.NOT: lambda n, x: np.logical_not(x) if x.dtype == np.bool_ else np.invert(x),
@@ -107,7 +116,9 @@ def _sum_dtype(op: Ops, d):
   """What a reduction or running total of `op` accumulates in: float32 sums in float64, as the compiled C kernels
   do (render.py `wide_sums`), so a sum is as accurate along any axis and length as a pairwise one (numpy's own
   sum is pairwise only along a contiguous axis: a column sum of 1e6 float32 rows would be off by 1e-4)."""
-  return np.float64 if op is Ops.ADD and d is dtypes.float32 else _acc_dtype(d)
+  if op is Ops.ADD and d is dtypes.float32: return np.float64
+  if op is Ops.ADD and d is dtypes.complex64: return np.complex128   # its parts are float32 sums
+  return _acc_dtype(d)
 
 def reduce_value(op: Ops, x: np.ndarray, axes: tuple, dt) -> np.ndarray:
   """A REDUCE of numpy value `x` over `axes` with ALU `op` (NaN propagates through max and min)."""
@@ -218,6 +229,7 @@ python_rules: dict = {
   **{op: (lambda f: lambda n, x: f(n, x))(f) for op, f in UNARY.items()},
   **BINARY,
   Ops.WHERE: lambda n, c, a, b: np.where(c, a, b),
+  Ops.REAL: lambda n, z: np.real(z), Ops.IMAG: lambda n, z: np.imag(z), Ops.COMPLEX: _complex,
   Ops.TAG: lambda n, x: x,
   Ops.REDUCE: lambda n, x: reduce_value(n.arg[0], x, n.arg[1], n.dtype),
   Ops.CUMULATIVE: _cumulative,

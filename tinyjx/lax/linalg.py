@@ -36,7 +36,8 @@ def as_float_matrix(x, fn: str, square: bool = True) -> Array:
   """`x` as a float array of rank >= 2 (integers promote to the default float); square when `square`."""
   x = jnp.asarray(x)
   if x.dtype.kind not in 'fiub':
-    raise TypeError(f"{fn}: dtype {x.dtype} is not supported; convert the input to a float dtype")
+    tip = " (complex matrices: only jnp.linalg.solve and inv take them)" if x.dtype.kind == 'c' else ""
+    raise TypeError(f"{fn}: dtype {x.dtype} is not supported{tip}; convert the input to a float dtype")
   if not dtypes.is_float(x.dtype): x = jnp.astype(x, dtypes.default_float())
   if x.ndim < 2 or (square and x.shape[-1] != x.shape[-2]):
     want = "a square matrix (..., n, n)" if square else "a matrix (..., m, n)"

@@ -36,6 +36,7 @@ from tinyjx.lower.optimize_gpu import as_grid, spread_reductions, spread_of
 from tinyjx.lower.dialects import RENDERERS
 from tinyjx.lower.runtime import Executable, Slot, KernelCall, InterpretedStep, step_rules
 from tinyjx.lower import steps  # noqa: F401  (fills step_rules: control flow and collectives as runtime steps)
+from tinyjx.lower.complex import has_complex, split as split_complex, SplitExecutable
 
 @dataclass
 class Lowering:
@@ -64,6 +65,11 @@ class Lowering:
 
 def do_simplify(st: Lowering) -> Lowering:
   st.roots = list(graph_rewrite(st.outs, pm_simplify, name="simplify"))
+  return st
+
+def do_split_complex(st: Lowering) -> Lowering:
+  if has_complex(list(st.params) + st.roots):
+    st.params, st.roots = split_complex(st.params, st.roots, f"the {st.device.name} device")
   return st
 
 def do_decompose(st: Lowering) -> Lowering:
@@ -176,6 +182,7 @@ def do_compile(st: Lowering) -> Lowering:
 
 PASSES = [
   ("simplify", do_simplify),            # constant folding and exact identities: less work for every later pass
+  ("split_complex", do_split_complex),  # complex values as pairs of floats: no kernel or dialect needs a complex type
   ("decompose", do_decompose),          # dot_general and float16/bfloat16 math into ops the renderer runs natively
   ("schedule+index", do_schedule_and_index),  # which nodes get buffers; each kernel as loops over index arithmetic
   # optimize: speed, never results (but block_sums, for accuracy); on a CPU (loop nests) or a GPU (grids)
@@ -244,9 +251,17 @@ def compile_jaxpr(device, jaxpr) -> Executable:
   return build_executable(device, jaxpr)
 
 def build_executable(device, jaxpr) -> Executable:
-  """`compile_jaxpr` without VIZ's look: lower every pass and load the result."""
+  """`compile_jaxpr` without VIZ's look: lower every pass and load the result. A program with complex values is
+  lowered as one on their float parts (lower/complex.py) and bound and read back as the complex program."""
   st = lower(device, jaxpr.params, jaxpr.roots)   # effects first: they run in program order, then are dropped
-  return Executable(device, st, st.binary, n_effects=len(jaxpr.effects))
+  return executable(device, st, jaxpr)
+
+def executable(device, st: Lowering, jaxpr):
+  """The Executable of `jaxpr` lowered to `st`; one whose inputs or outputs are complex binds and returns them as
+  complex buffers (the lowered program takes their float parts)."""
+  exe = Executable(device, st, st.binary, n_effects=len(jaxpr.effects))
+  if not has_complex(list(jaxpr.params) + list(jaxpr.roots)): return exe
+  return SplitExecutable(exe, jaxpr.params, jaxpr.roots[len(jaxpr.effects):])
 
 def kernel_report(st: Lowering) -> str:
   """Each kernel with the jaxpr equations it fused (DEBUG=3)."""

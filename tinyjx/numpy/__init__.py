@@ -15,6 +15,7 @@ from tinyjx.numpy.shape import method_reshape as _reshape, method_transpose as _
 from tinyjx.numpy.indexing import getitem as _getitem, IndexUpdateHelper as _IndexUpdateHelper   # x[i] and x.at[i]
 from tinyjx.numpy.core import scalar_type_call as _scalar_type_call, check_arraylike as _check_arraylike
 from tinyjx.numpy import linalg  # noqa: F401  (jnp.linalg)
+from tinyjx.numpy import fft  # noqa: F401  (jnp.fft)
 from tinyjx.numpy.signal import convolve, correlate  # noqa: F401
 
 # --- JAX's argument check: array parameters take arrays or scalars, not lists (see core.check_arraylike) ---

@@ -17,14 +17,14 @@ from tinyjx.numpy.indexing import *  # noqa: F401,F403
 from tinyjx.numpy.products import *  # noqa: F401,F403
 from tinyjx.numpy.core import abs, all, any, max, min, round, sum, pow, divmod  # noqa: F401,A004
 from tinyjx.dtypes import (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16,  # noqa
-                           float32, float64, finfo, iinfo, promote_types)
+                           float32, float64, complex64, complex128, finfo, iinfo, promote_types)
 from tinyjx.dtypes import DType as dtype  # noqa: F401
 
 ndarray = Array
 pi, e, inf, nan, euler_gamma = 3.141592653589793, 2.718281828459045, float('inf'), float('nan'), 0.5772156649015329
 newaxis = None
 bool = bool_  # noqa: A001
-int_, float_, uint = int32, float32, uint32
+int_, float_, uint, complex_ = int32, float32, uint32, complex64
 
 def result_type(*args):
   """The dtype `args` promote to (arrays, dtypes or Python scalars; Python scalars and `int`/`float` are weak).
@@ -39,8 +39,8 @@ def _typed(a) -> tuple:
   """(dtype, weak) of one result_type argument."""
   import numpy as _np
   if isinstance(a, Array): return a.dtype, a.weak
-  if a is int or a is float: return (_dtypes.default_int() if a is int else _dtypes.default_float()), True
-  if isinstance(a, (_builtins.bool, int, float)) and not isinstance(a, _np.generic):
+  if a is int or a is float or a is complex: return _dtypes.to_dtype(a), True
+  if isinstance(a, (_builtins.bool, int, float, complex)) and not isinstance(a, _np.generic):
     return _dtypes.python_scalar_dtype(a), not isinstance(a, _builtins.bool)
   if isinstance(a, (_np.ndarray, _np.generic)): return _dtypes.to_dtype(a.dtype), False
   if isinstance(getattr(a, 'dtype', None), (_dtypes.DType, _np.dtype)): return _dtypes.to_dtype(a.dtype), False
@@ -49,12 +49,13 @@ def _typed(a) -> tuple:
 def issubdtype(a, b) -> "builtins.bool":
   """Whether dtype `a` is of kind `b` (jnp.floating, jnp.integer, ... or a dtype)."""
   a = _dtypes.to_dtype(a)
-  kinds = {floating: 'f', inexact: 'f', integer: 'iu', signedinteger: 'i', unsignedinteger: 'u', bool_: 'b',
-           number: 'iuf'}
+  kinds = {floating: 'f', complexfloating: 'c', inexact: 'fc', integer: 'iu', signedinteger: 'i',
+           unsignedinteger: 'u', bool_: 'b', number: 'iufc'}
   if b in kinds: return a.kind in kinds[b]
   return a is _dtypes.to_dtype(b)
 
 class floating: pass
+class complexfloating: pass
 class inexact: pass
 class integer: pass
 class signedinteger: pass

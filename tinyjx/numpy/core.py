@@ -29,6 +29,7 @@ __all__ = [
   'logaddexp', 'sinc', 'full', 'zeros', 'ones', 'full_like', 'zeros_like', 'ones_like',
   'sum', 'prod', 'max', 'min', 'amax', 'amin', 'any', 'all', 'mean', 'var', 'std', 'argmax', 'argmin', 'cumsum',
   'cumprod', 'cumulative_sum', 'cumulative_prod', 'isclose', 'allclose', 'array_equal', 'array_equiv',
+  'real', 'imag', 'conj', 'conjugate', 'angle', 'iscomplexobj', 'isrealobj', 'iscomplex', 'isreal',
 ]
 
 # --- conversion ---
@@ -65,7 +66,7 @@ def asarray(x, dtype=None, copy=None, device=None) -> Array:
   dt = None if dtype is None else dtypes.to_dtype(dtype)
   if isinstance(x, Array): return x if dt is None or dt is x.dtype else astype(x, dt)
   if x is None: raise ValueError("None is not a valid value for jnp.array or jnp.asarray; pass a number, a list or an array")
-  if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+  if isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic):
     weak_dt = dtypes.python_scalar_dtype(x)
     if dt is None and isinstance(x, int) and not isinstance(x, bool): _check_int_range(x, weak_dt)
     if dt is None: return Array(UOp.const(x, weak_dt), weak=not isinstance(x, bool))
@@ -77,8 +78,7 @@ def asarray(x, dtype=None, copy=None, device=None) -> Array:
     arrs, joined_dt, _ = promote(*arrs)
     return Array(join_along([a.uop.cast(joined_dt).reshape((1,) + a.shape) for a in arrs], 0))
   try:
-    if isinstance(x, complex) or np.iscomplexobj(x): raise dtypes.DTypeError("complex values are not supported by tinyjx")
-    if isinstance(x, np.generic) and x.dtype.kind in 'biuf': return Array(UOp.const(x.item(), dt or _host_dtype(x)))
+    if isinstance(x, np.generic) and x.dtype.kind in 'biufc': return Array(UOp.const(x.item(), dt or _host_dtype(x)))
     if hasattr(x, '__jax_array__'): return asarray(x.__jax_array__(), dtype)
     target = dt or _host_dtype(x)
     return _from_host(np.asarray(x), target, device)
@@ -149,10 +149,6 @@ def promote(*xs) -> tuple[list[Array], DType, bool]:
   >>> promote(asarray([True]), 1)[1:]    # bool with a weak int is the default int, still weak, as in JAX
   (dtypes.int32, True)
   """
-  for i, x in enumerate(xs):
-    if isinstance(x, complex): raise dtypes.DTypeError(
-      f"operand {i} is the Python complex {x!r}: tinyjx has no complex dtypes (JAX would promote it to complex64); "
-      "carry the real and imaginary parts as two float arrays")
   arrs = [asarray(x) for x in xs]
   dt, weak = dtypes.promote(*[(a.dtype, a.weak) for a in arrs])
   return [a if (a.dtype, a.weak) == (dt, weak) else Array(_cast_scalar_or(a, dt), weak) for a in arrs], dt, weak
@@ -188,9 +184,18 @@ def _broadcast_uop(u: UOp, shape: tuple) -> UOp:
   if u.op is Ops.CONST: return UOp.const(u.arg[0], u.dtype, shape)
   return u.broadcast_to(shape)
 
+def no_complex(name: str, dt: DType, why: str = "it is not defined for complex numbers") -> None:
+  """JAX's TypeError for an op that refuses complex operands (an ordering, a rounding, ...)."""
+  if dtypes.is_complex(dt):
+    raise TypeError(f"{name} does not accept dtype {dt}: {why}; apply it to jnp.real(x), jnp.imag(x) or jnp.abs(x)")
+
+_UNORDERED = "complex numbers have no order"
+
 def elementwise(op: Ops, *xs, out_dtype: DType | None = None, names=None, name: str | None = None) -> Array:
   """One elementwise primitive over promoted, broadcast operands; errors name `name` (default: the op's jnp name)."""
   arrs, dt, weak = promote(*xs)
+  if op not in GroupOp.AcceptsComplex: no_complex(name or jnp_name(op), dt, _UNORDERED if op in GroupOp.Comparison or
+                                             op in (Ops.MAX, Ops.MIN) else "it is not defined for complex numbers")
   srcs = broadcast_uops(arrs, names, name or jnp_name(op))
   if builtins.all(s.op is Ops.CONST for s in srcs): return _fold(op, srcs, weak)
   out = out_dtype or (dtypes.bool_ if op in GroupOp.Comparison else dt)
@@ -207,16 +212,80 @@ def _fold(op: Ops, srcs: list[UOp], weak: bool) -> Array:
 
 def unary(op: Ops, x) -> Array:
   """A unary primitive; ops in `GroupOp.FloatOnly` (exp, sin ...) promote integer and bool inputs to the default
-  float."""
+  float. On a complex `x`, the functions of `COMPLEX_COMPOSED` are formulas in exp, log, sin and cos."""
   x = asarray(x)
   if op in GroupOp.FloatOnly: x = promote_inexact(x)[0]
+  if dtypes.is_complex(x.dtype) and op in COMPLEX_COMPOSED: return COMPLEX_COMPOSED[op](x)
+  if op not in GroupOp.AcceptsComplex: no_complex(jnp_name(op), x.dtype)
   if x.uop.op is Ops.CONST: return _fold(op, [x.uop], x.weak)
   return Array(UOp(op, x.dtype, (x.uop,)), x.weak)
+
+def _complex_sinh(z): return multiply(0.5, subtract(exp(z), exp(negative(z))))
+def _complex_cosh(z): return multiply(0.5, add(exp(z), exp(negative(z))))
+
+def _complex_expm1(z):
+  """exp(z) - 1 accurate near 0: its real part e^x cos y - 1 is expm1(x) cos y - 2 sin(y/2)^2."""
+  x, y = real_part(z), imag_part(z)
+  s = sin(multiply(y, 0.5))
+  return from_parts(subtract(multiply(expm1(x), cos(y)), multiply(2.0, multiply(s, s))), multiply(exp(x), sin(y)))
+
+def _complex_log1p(z):
+  """log(1 + z) accurate near 0: log|1 + z| is log1p(x (x + 2) + y^2) / 2 there (log(1 + z) itself further out).
+  1 is added to the real part alone, so a -0.0 imaginary part keeps its sign (the side of the branch cut, as C99)."""
+  x, y = real_part(z), imag_part(z)
+  near = less(abs(z), 0.5)
+  sx, sy = where(near, x, 0.0), where(near, y, 0.0)   # the other branch sees harmless values (finite gradients)
+  small = from_parts(multiply(0.5, log1p(add(multiply(sx, add(sx, 2.0)), multiply(sy, sy)))), arctan2(sy, add(sx, 1.0)))
+  far = log(from_parts(add(where(near, 0.0, x), 1.0), where(near, 0.0, y)))
+  return where(near, small, far)
+
+def _halved(z):
+  """z / 2 part by part (a complex product with 0.5 + 0j would turn an infinite part's partner into NaN)."""
+  return from_parts(multiply(real_part(z), 0.5), multiply(imag_part(z), 0.5))
+
+def _times_i(z, sign: int = 1):
+  """i z (or -i z for sign -1), exactly: the parts swap and one changes sign."""
+  x, y = real_part(z), imag_part(z)
+  return from_parts(negative(y), x) if sign == 1 else from_parts(y, negative(x))
+
+def _complex_arcsinh(z):
+  """log(z + s), s = sqrt(z + i) sqrt(z - i) (the root of z^2 + 1 with a real part >= 0), on the right half-plane,
+  as log1p(z + z^2 / (1 + s)) (accurate near 0); odd symmetry on the left (by the sign bit: -0.0 is left), where
+  the sum would cancel. The sides of the branch cuts are C99's and JAX's."""
+  flip = signbit(real_part(z))
+  w = where(flip, negative(z), z)
+  x, y = real_part(w), imag_part(w)
+  s = multiply(sqrt(from_parts(x, add(y, 1.0))), sqrt(from_parts(x, subtract(y, 1.0))))
+  r = _complex_log1p(add(w, divide(multiply(w, w), add(s, 1.0))))
+  return where(flip, negative(r), r)
+
+def _complex_arccosh(z):
+  """log(z + sqrt(z + 1) sqrt(z - 1)), written with log1p for accuracy near z = 1, on the upper half-plane; the
+  lower one (a -0.0 imaginary part included) by conjugate symmetry, so the cut's sides are C99's."""
+  flip = signbit(imag_part(z))
+  w = where(flip, conj(z), z)
+  x, y = real_part(w), imag_part(w)
+  below, above = from_parts(subtract(x, 1.0), y), from_parts(add(x, 1.0), y)
+  r = _complex_log1p(add(below, multiply(sqrt(above), sqrt(below))))
+  return where(flip, conj(r), r)
+
+def _complex_arcsin(z): return _times_i(_complex_arcsinh(_times_i(z)), -1)        # -i asinh(i z)
+def _complex_arctanh(z): return _halved(subtract(_complex_log1p(z), _complex_log1p(negative(z))))
+
+# complex forms of unary functions that are no primitive on complex operands (the split lowering has no rule for
+# them): compositions of the ones that are, so they lower and differentiate with no rules of their own
+COMPLEX_COMPOSED = {
+  Ops.TAN: lambda z: divide(sin(z), cos(z)), Ops.SINH: _complex_sinh, Ops.COSH: _complex_cosh,
+  Ops.TANH: lambda z: divide(_complex_sinh(z), _complex_cosh(z)), Ops.EXPM1: _complex_expm1,
+  Ops.LOG1P: _complex_log1p, Ops.RECIP: lambda z: divide(1, z), Ops.ASIN: _complex_arcsin,
+  Ops.ACOS: lambda z: subtract(math.pi / 2, _complex_arcsin(z)),
+  Ops.ATAN: lambda z: _times_i(_complex_arctanh(_times_i(z)), -1),                  # -i atanh(i z)
+}
 
 def promote_inexact(*xs) -> list[Array]:
   """`xs` promoted together and then to a float type (ints and bool become the default float); weakness kept."""
   arrs, dt, weak = promote(*xs)
-  if dtypes.is_float(dt): return arrs
+  if dtypes.is_inexact(dt): return arrs
   fdt = dtypes.default_float()
   return [Array(_cast_scalar_or(a, fdt), weak) for a in arrs]
 
@@ -271,6 +340,7 @@ def floor_divide(x, y):
   [3, -4]
   """
   a, b = _numeric(x, y)
+  no_complex('floor_divide', a.dtype, _UNORDERED)
   if dtypes.is_float(a.dtype): return _float_divmod(a, b)[0]
   q = elementwise(Ops.DIV, a, b, name='floor_divide')
   if dtypes.is_unsigned(a.dtype): return q
@@ -283,6 +353,7 @@ def mod(x, y):
   [1, 2]
   """
   a, b = _numeric(x, y)
+  no_complex('remainder', a.dtype, _UNORDERED)
   if dtypes.is_int(b.dtype): b = where(equal(b, 0), ones_like(b), b)
   r = elementwise(Ops.REM, a, b, name='remainder')
   if dtypes.is_unsigned(a.dtype): return r
@@ -306,10 +377,16 @@ def power(x, y):
     (x,) = _numeric(x)
     if 0 <= y <= 4: return _product_power(x, y)
   a, b = _numeric(x, y)
+  if dtypes.is_complex(a.dtype): return _complex_power(a, b)
   out = elementwise(Ops.POW, a, b)
   # JAX's integer power is weak only when both operands are: `2 ** bool_array` is a strong int32.
   if dtypes.is_int(out.dtype) and not (asarray(x).weak and asarray(y).weak): out = Array(out.uop, False)
   return out
+def _complex_power(x: Array, y: Array) -> Array:
+  """x ** y for complex operands as exp(y log x), with 0 ** y = 0 for y != 0 and x ** 0 = 1, as numpy's."""
+  zero_base = equal(x, 0)
+  out = exp(multiply(y, log(where(zero_base, ones_like(x), x))))
+  return where(equal(y, 0), ones_like(out), where(zero_base, zeros_like(out), out))
 def _product_power(x: Array, y: int) -> Array:
   if y == 0: return ones_like(x)
   out = x
@@ -318,7 +395,8 @@ def _product_power(x: Array, y: int) -> Array:
 pow = power  # noqa: A001
 def float_power(x, y):
   """`x ** y` computed in a float type (ints and bool promote to the default float)."""
-  return elementwise(Ops.POW, *promote_inexact(x, y))
+  a, b = promote_inexact(x, y)
+  return _complex_power(a, b) if dtypes.is_complex(a.dtype) else elementwise(Ops.POW, a, b)
 def negative(x): _no_bool('negative', x); return unary(Ops.NEG, x)
 def positive(x): return asarray(x)
 def reciprocal(x): return unary(Ops.RECIP, x)
@@ -331,6 +409,7 @@ def exp(x):
   return unary(Ops.EXP, x)
 def exp2(x):
   (x,) = promote_inexact(x)
+  if dtypes.is_complex(x.dtype): return exp(multiply(x, math.log(2.0)))
   return elementwise(Ops.POW, Array(UOp.const(2, x.dtype, x.shape), x.weak), x)
 def expm1(x): return unary(Ops.EXPM1, x)
 def log(x): return unary(Ops.LOG, x)
@@ -341,16 +420,25 @@ def sqrt(x): return unary(Ops.SQRT, x)
 def rsqrt(x): return reciprocal(sqrt(x))
 def cbrt(x):
   (x,) = promote_inexact(x)
+  no_complex('cbrt', x.dtype)
   return multiply(sign(x), power(abs(x), 1.0 / 3.0))
 def square(x):
   (x,) = _numeric(x)
   return multiply(x, x)
 def abs(x):  # noqa: A001 - numpy's name
+  """|x|; the modulus of a complex `x` is real (float32 for complex64), computed without overflow (`hypot`)."""
   x = asarray(x)
+  if dtypes.is_complex(x.dtype): return hypot(real_part(x), imag_part(x))
   return x if dtypes.is_unsigned(x.dtype) or dtypes.is_bool(x.dtype) else unary(Ops.ABS, x)
 absolute = abs
 def fabs(x): return abs(promote_inexact(x)[0])
-def sign(x): _no_bool('sign', x); return unary(Ops.SIGN, x)
+def sign(x):
+  """-1, 0 or 1 by the sign of `x`; for a complex `x`, z / |z| (0 at 0), as JAX's."""
+  _no_bool('sign', x)
+  x = asarray(x)
+  if not dtypes.is_complex(x.dtype): return unary(Ops.SIGN, x)
+  m = abs(x)
+  return where(equal(m, 0), zeros_like(x), divide(x, astype(where(equal(m, 0), ones_like(m), m), x.dtype)))
 def sin(x): return unary(Ops.SIN, x)
 def cos(x): return unary(Ops.COS, x)
 def tan(x): return unary(Ops.TAN, x)
@@ -367,6 +455,7 @@ def _sqrt_max(dt: DType) -> float:
 def arcsinh(x):
   """Inverse hyperbolic sine, accurate near 0 (log1p form) and without overflow for large |x|."""
   (x,) = promote_inexact(x)
+  if dtypes.is_complex(x.dtype): return _complex_arcsinh(x)
   ax = abs(x)
   big = greater(ax, _sqrt_max(x.dtype))
   safe = where(big, zeros_like(ax), ax)
@@ -376,17 +465,20 @@ def arcsinh(x):
 def arccosh(x):
   """Inverse hyperbolic cosine (NaN below 1), accurate near 1 and without overflow for large x."""
   (x,) = promote_inexact(x)
+  if dtypes.is_complex(x.dtype): return _complex_arccosh(x)
   big = greater(x, _sqrt_max(x.dtype))
   safe = where(big, ones_like(x), x)
   t = subtract(safe, 1.0)
   return where(big, add(log(x), math.log(2.0)), log1p(add(t, sqrt(multiply(t, add(safe, 1.0))))))
 def arctanh(x):
   (x,) = promote_inexact(x)
+  if dtypes.is_complex(x.dtype): return _complex_arctanh(x)
   return multiply(0.5, subtract(log1p(x), log1p(negative(x))))
 asin, acos, atan, atan2, asinh, acosh, atanh = arcsin, arccos, arctan, arctan2, arcsinh, arccosh, arctanh
 def _rounding(op):
   def f(x):
     x = asarray(x)
+    no_complex(jnp_name(op), x.dtype)
     return x if not dtypes.is_float(x.dtype) else unary(op, x)
   return f
 floor, ceil, trunc = _rounding(Ops.FLOOR), _rounding(Ops.CEIL), _rounding(Ops.TRUNC)
@@ -399,6 +491,7 @@ def round(x, decimals: int = 0):  # noqa: A001 - numpy's name
   """
   x = asarray(x)
   if dtypes.is_bool(x.dtype): raise TypeError("round does not accept bool arrays; cast them to a number type first")
+  if dtypes.is_complex(x.dtype): return from_parts(round(real_part(x), decimals), round(imag_part(x), decimals))
   if not dtypes.is_float(x.dtype):
     if decimals < 0: raise NotImplementedError("round of integers with decimals < 0 is not implemented")
     return x
@@ -464,15 +557,72 @@ def right_shift(x, y):
   _int_or_bool('right_shift', x, y)
   return elementwise(Ops.SHR, *_numeric(x, y))
 bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
+def real_part(x) -> Array:
+  """The real part (`jnp.real`): a float array for a complex `x`, `x` itself otherwise."""
+  x = asarray(x)
+  if not dtypes.is_complex(x.dtype): return x
+  return _part(Ops.REAL, x)
+def imag_part(x) -> Array:
+  """The imaginary part (`jnp.imag`): a float array for a complex `x`, zeros like `x` otherwise."""
+  x = asarray(x)
+  if not dtypes.is_complex(x.dtype): return zeros_like(x)
+  return _part(Ops.IMAG, x)
+def from_parts(re: Array, im: Array) -> Array:
+  """re + i im for float arrays of one shape and dtype."""
+  return Array(UOp(Ops.COMPLEX, dtypes.complex_dtype(re.dtype), (re.uop, im.uop)), re.weak and im.weak)
+def _part(op: Ops, z: Array) -> Array:
+  dt = dtypes.real_dtype(z.dtype)
+  if z.uop.op is Ops.CONST:
+    v = z.uop.arg[0]
+    return Array(UOp.const(v.real if op is Ops.REAL else v.imag, dt, z.shape), z.weak)
+  return Array(UOp(op, dt, (z.uop,)), z.weak)
+real, imag = real_part, imag_part
+def conj(x) -> Array:
+  """The complex conjugate, x - iy (a real `x` is returned as it is).
+
+  >>> conj(asarray([1 + 2j])).tolist()
+  [(1-2j)]
+  """
+  x = asarray(x)
+  if not dtypes.is_complex(x.dtype): return x
+  return Array(from_parts(real_part(x), negative(imag_part(x))).uop, x.weak)
+conjugate = conj
+def angle(z, deg: bool = False) -> Array:
+  """The argument of `z` in radians (degrees with `deg`), in (-pi, pi]; a float array.
+
+  >>> print(round(angle(asarray([1j, -1.0])), 4))
+  [1.5708 3.1416]
+  """
+  z = asarray(z)
+  re, im = (real_part(z), imag_part(z)) if dtypes.is_complex(z.dtype) else (promote_inexact(z)[0], zeros_like(z))
+  out = arctan2(im, re)
+  return rad2deg(out) if deg else out
+def iscomplexobj(x) -> bool:
+  """Whether `x` (an array, a numpy array, a scalar) has a complex dtype, whatever its values."""
+  dt = getattr(x, 'dtype', None)
+  if dt is None: return isinstance(x, complex) or np.iscomplexobj(x)
+  return np.dtype(dt).kind == 'c'
+def isrealobj(x) -> bool: return not iscomplexobj(x)
+def iscomplex(x) -> Array:
+  """True where the imaginary part is nonzero (always False for a real array)."""
+  return not_equal(imag_part(x), 0)
+def isreal(x) -> Array:
+  """True where the imaginary part is zero (always True for a real array)."""
+  return equal(imag_part(x), 0)
+def _complex_parts(op, x: Array) -> Array:
+  """isnan/isinf for complex: true where either part is."""
+  return logical_or(op(real_part(x)), op(imag_part(x)))
 def isnan(x):
   x = asarray(x)
+  if dtypes.is_complex(x.dtype): return _complex_parts(isnan, x)
   return not_equal(x, x) if dtypes.is_float(x.dtype) else zeros_like(x, dtype=dtypes.bool_)
 def isinf(x):
   x = asarray(x)
+  if dtypes.is_complex(x.dtype): return _complex_parts(isinf, x)
   return equal(abs(x), math.inf) if dtypes.is_float(x.dtype) else zeros_like(x, dtype=dtypes.bool_)
 def isfinite(x):
   x = asarray(x)
-  return logical_not(logical_or(isnan(x), isinf(x))) if dtypes.is_float(x.dtype) else ones_like(x, dtype=dtypes.bool_)
+  return logical_not(logical_or(isnan(x), isinf(x))) if dtypes.is_inexact(x.dtype) else ones_like(x, dtype=dtypes.bool_)
 def isposinf(x): return equal(x, math.inf)
 def isneginf(x): return equal(x, -math.inf)
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
@@ -482,6 +632,8 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
   [0.0, 1.0]
   """
   x = asarray(x)
+  if dtypes.is_complex(x.dtype):
+    return from_parts(*(nan_to_num(p, copy, nan, posinf, neginf) for p in (real_part(x), imag_part(x))))
   if not dtypes.is_float(x.dtype): return x
   fi = dtypes.finfo(x.dtype)
   x = where(isnan(x), nan, x)
@@ -635,10 +787,30 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
   """Product over `axis`; the product of an empty axis is 1."""
   _no_out(out)
   a = asarray(a)
+  if dtypes.is_complex(_sum_dtype(a, dtype)): return _complex_prod(a, axis, keepdims, dtype, where, initial)
   return _reduce(Ops.MUL, a, axis, keepdims, _sum_dtype(a, dtype), where, initial)
+def _complex_prod(a: Array, axis, keepdims: bool, dtype, where, initial) -> Array:
+  """A complex product as a tree of multiplies (the parts of a product are no reductions of the parts): the
+  reduced axes moved last and flattened, padded with ones to a power of two, then halved until one is left."""
+  a = astype(a, dtype) if dtype is not None else a
+  if where is not None: a = where_fn(_mask(where, a), a, ones_like(a))
+  axes = normalize_axes(axis, a.ndim)
+  rest = [d for d in range(a.ndim) if d not in axes]
+  n = math.prod(a.shape[d] for d in axes)
+  u = a.uop.permute(rest + list(axes)).reshape(tuple(a.shape[d] for d in rest) + (n,))
+  width = 1 << builtins.max(n - 1, 0).bit_length()
+  x = Array(u.pad(((0, 0),) * len(rest) + ((0, width - n),)))
+  x = where_fn(less(Array(UOp(Ops.IOTA, dtypes.int32, (), (x.shape, x.ndim - 1))), n), x, ones_like(x))
+  while x.shape[-1] > 1:
+    half, keep = x.shape[-1] // 2, [(0, s) for s in x.shape[:-1]]
+    x = multiply(Array(x.uop.shrink(keep + [(0, half)])), Array(x.uop.shrink(keep + [(half, 2 * half)])))
+  out = Array(x.uop.reshape(x.shape[:-1]))
+  if initial is not None: out = multiply(out, asarray(initial, out.dtype))
+  return Array(_keep(out.uop, axes, a.shape)) if keepdims else out
 def _extreme(op: Ops, name: str, a, axis, out, keepdims, initial, where) -> Array:
   _no_out(out)
   a = asarray(a)
+  no_complex(name, a.dtype, _UNORDERED)
   axes = normalize_axes(axis, a.ndim)
   if initial is None and where is not None:
     raise ValueError(f"reduction operation {name} does not have an identity, so to use a where mask one has to "
@@ -670,8 +842,9 @@ def all(a, axis=None, out=None, keepdims=False, where=None):  # noqa: A001
 def _mean_dtypes(a: Array, dtype) -> tuple[DType, DType]:
   """(result dtype, computation dtype) of mean/var/std: ints give the default float; 16-bit floats compute in
   float32, as JAX does."""
-  out = dtypes.to_dtype(dtype) if dtype is not None else a.dtype if dtypes.is_float(a.dtype) else dtypes.default_float()
-  calc = out if dtypes.is_float(out) else dtypes.default_float()
+  inexact = a.dtype if dtypes.is_inexact(a.dtype) else dtypes.default_float()
+  out = dtypes.to_dtype(dtype) if dtype is not None else inexact
+  calc = out if dtypes.is_inexact(out) else dtypes.default_float()
   return out, (dtypes.float32 if calc.itemsize < 4 else calc)
 
 def _count(a: Array, axis, keepdims: bool, where, dt: DType):
@@ -694,7 +867,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
 
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, correction=None):
   """Variance over `axis` with `ddof` (or `correction`) degrees of freedom removed from the count (NaN when none
-  are left).
+  are left); the variance of complex values is the mean squared modulus of their deviations, a float.
 
   >>> var(asarray([1.0, 2.0, 3.0, 4.0]), ddof=1).item()
   1.6666666269302368
@@ -705,11 +878,12 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, 
   out_dt, calc = _mean_dtypes(a, dtype)
   x = astype(a, calc)
   centered = subtract(x, mean(x, axis, keepdims=True, where=where))
+  if dtypes.is_complex(calc): centered = abs(centered)
   ss = sum(multiply(centered, centered), axis, keepdims=keepdims, where=where)
-  n = _count(x, axis, keepdims, where, calc)
+  n = _count(x, axis, keepdims, where, dtypes.real_dtype(calc))
   if isinstance(n, int): result = divide(ss, n - ddof if n > ddof else math.nan)
   else: result = where_fn(greater(n, ddof), divide(ss, subtract(n, ddof)), math.nan)
-  return astype(result, out_dt)
+  return astype(result, dtypes.real_dtype(out_dt))
 
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, correction=None):
   """Standard deviation over `axis`: the square root of `var` with the same arguments."""
@@ -717,6 +891,7 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, 
 
 def _arg_extreme(a, axis, keepdims, op: Ops, name: str) -> Array:
   a = asarray(a)
+  no_complex(name, a.dtype, _UNORDERED)
   if axis is None and a.ndim != 1:
     flat = _arg_extreme(Array(a.uop.reshape((a.size,))), 0, False, op, name)
     return Array(flat.uop.reshape((1,) * a.ndim)) if keepdims else flat
@@ -743,6 +918,7 @@ def argmin(a, axis=None, out=None, keepdims=False):
 
 def _cumulative(op: Ops, a, axis, dtype, reverse=False) -> Array:
   a = asarray(a)
+  if op in (Ops.MAX, Ops.MIN): no_complex('cummax' if op is Ops.MAX else 'cummin', a.dtype, _UNORDERED)
   if axis is None: a, axis = Array(a.uop.reshape((a.size,))), 0
   dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.default_int() if dtypes.is_bool(a.dtype) else a.dtype
   a = astype(a, dt)
@@ -771,7 +947,7 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan: bool = False) -> Array:
   [True, True, False]
   """
   (x, y), dt, _ = promote(a, b)
-  if not dtypes.is_float(dt): return equal(x, y)
+  if not dtypes.is_inexact(dt): return equal(x, y)
   tol = add(atol, multiply(rtol, abs(y)))
   out = logical_or(logical_and(less_equal(abs(subtract(x, y)), tol), isfinite(y)), equal(x, y))
   return logical_or(out, logical_and(isnan(x), isnan(y))) if equal_nan else out

@@ -437,6 +437,9 @@ def argsort(a, axis: int | None = -1, kind=None, order=None, *, stable: bool = T
   if axis is None: a, axis = _ravel(a), 0
   ax = normalize_axis(axis, a.ndim)
   if a.ndim == 0: raise ValueError("argsort needs an array of at least one dimension, got a 0-d array")
+  if dtypes.is_complex(a.dtype):   # lexicographic, by the real part, then the imaginary part, as numpy and JAX
+    parts = (core.real(a), core.imag(a))
+    return lexsort(tuple(core.negative(p) if descending else p for p in reversed(parts)), ax)
   return Array(UOp(Ops.ARGSORT, dtypes.int32, (a.uop,), (ax, bool(descending))))
 
 def sort(a, axis: int | None = -1, kind=None, order=None, *, stable: bool = True, descending: bool = False) -> Array:

@@ -15,7 +15,9 @@ from tinyjx.numpy import linalg_decomp
 
 # --- jnp.linalg ---
 def _float(x) -> Array:
+  """`x` as floats; complex values as their moduli (every norm here but the spectral ones is a norm of those)."""
   x = asarray(x)
+  if dtypes.is_complex(x.dtype): return core.abs(x)
   return x if dtypes.is_float(x.dtype) else core.astype(x, dtypes.default_float())
 
 def vector_norm(x, /, *, axis=None, keepdims: bool = False, ord=2) -> Array:
@@ -43,6 +45,10 @@ def norm(x, ord=None, axis=None, keepdims: bool = False) -> Array:
   >>> float(jnp.linalg.norm(jnp.array([3., 4.])))
   5.0
   """
+  if dtypes.is_complex(asarray(x).dtype) and ord in (2, -2, 'nuc') and (axis is None and asarray(x).ndim == 2 or
+                                                                        not isinstance(axis, int) and axis is not None):
+    raise NotImplementedError(f"norm: ord={ord!r} of a complex matrix needs its singular values, and tinyjx's svd "
+                              "is real only; use ord='fro', 1 or inf")
   x = _float(x)
   if axis is None:
     if ord is None:

@@ -15,7 +15,7 @@ from tinyjx.array import Array
 from tinyjx.numpy import base as jnp
 from tinyjx.lax import linalg as ll
 from tinyjx.lax.linalg import as_float_matrix, mT
-from tinyjx.numpy.core import check_arraylike
+from tinyjx.numpy.core import check_arraylike, from_parts
 
 __all__ = ['cholesky', 'solve', 'inv', 'det', 'slogdet', 'qr', 'eigh', 'eigvalsh', 'svd', 'svdvals', 'pinv',
            'matrix_power', 'matrix_rank', 'lstsq', 'SlogdetResult', 'QRResult', 'EighResult', 'SVDResult']
@@ -75,9 +75,25 @@ def solve(a, b) -> Array:
   [0.8, 1.4]
   """
   check_arraylike("jnp.linalg.solve", a, b)
+  if jnp.iscomplexobj(a) or jnp.iscomplexobj(b): return complex_solve(a, b)
   a, b, vector = solve_operands(a, b, "jnp.linalg.solve")
   x = ll.solve_via_lu(a, jnp.broadcast_to(b, jnp.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:]))
   return x[..., 0] if vector else x
+
+def complex_solve(a, b) -> Array:
+  """`solve` for complex operands, as the real system of twice the size: (Ar + i Ai)(Xr + i Xi) = Br + i Bi is
+  [[Ar, -Ai], [Ai, Ar]] [Xr; Xi] = [Br; Bi] (so it compiles, differentiates and batches as the real solve does)."""
+  a, b = jnp.asarray(a), jnp.asarray(b)
+  dt = dtypes.complex_dtype(dtypes.real_dtype(jnp.result_type(a, b, 1.0)))
+  a, b = a.astype(dt), b.astype(dt)
+  _, _, vector = solve_operands(jnp.real(a), jnp.real(b), "jnp.linalg.solve")   # shapes checked as for real ones
+  if vector: b = b[:, None]
+  ar, ai, br, bi = jnp.real(a), jnp.imag(a), jnp.real(b), jnp.imag(b)
+  big = jnp.concatenate([jnp.concatenate([ar, -ai], -1), jnp.concatenate([ai, ar], -1)], -2)
+  x = solve(big, jnp.concatenate([br, bi], -2))
+  n = a.shape[-1]
+  out = from_parts(x[..., :n, :], x[..., n:, :])
+  return out[..., 0] if vector else out
 
 def inv(a) -> Array:
   """The inverse of a (..., n, n), by LU with partial pivoting (a singular matrix gives infs or NaNs).
@@ -87,6 +103,9 @@ def inv(a) -> Array:
   [[0.5, 0.0], [0.0, 0.25]]
   """
   check_arraylike("jnp.linalg.inv", a)
+  if jnp.iscomplexobj(a):
+    a = jnp.asarray(a)
+    return complex_solve(a, jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape))
   a = as_float_matrix(a, "jnp.linalg.inv")
   return ll.solve_via_lu(a, jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape))
 

@@ -90,17 +90,17 @@ def _matmul_uop(au: UOp, bu: UOp, ashape: tuple, bshape: tuple) -> UOp:
   return dot_general_uop(au, bu, ((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))))
 
 def vdot(a, b, *, precision=None, preferred_element_type=None) -> Array:
-  """Dot product of the flattened arrays (which must have one size)."""
+  """Dot product of the flattened arrays (which must have one size); a complex `a` is conjugated first, as numpy's."""
   _check_precision(precision, 'vdot')
-  a, b = asarray(a), asarray(b)
+  a, b = core.conj(asarray(a)), asarray(b)
   if a.size != b.size: raise ValueError(f"vdot: arrays of shapes {a.shape} and {b.shape} differ in size")
   flat = lambda x: Array(x.uop.reshape((x.size,)), x.weak)
   return dot(flat(a), flat(b), preferred_element_type=preferred_element_type)
 
 def vecdot(x1, x2, /, *, axis: int = -1, precision=None, preferred_element_type=None) -> Array:
-  """Dot product along `axis` of two broadcast arrays (the array API's vecdot)."""
+  """Dot product along `axis` of two broadcast arrays (the array API's vecdot: a complex `x1` is conjugated)."""
   _check_precision(precision, 'vecdot')
-  (a, b), weak = _promoted(x1, x2, preferred=preferred_element_type)
+  (a, b), weak = _promoted(core.conj(asarray(x1)), x2, preferred=preferred_element_type)
   shape = core.broadcast_shapes(a.shape, b.shape, names=('x1', 'x2'))
   ax = normalize_axis(axis, len(shape))
   au, bu = a.uop.broadcast_to(shape), b.uop.broadcast_to(shape)

@@ -29,13 +29,14 @@ def _correlate_long_short(a: Array, v: Array, mode: str) -> Array:
   return lax.conv_general_dilated(a.reshape((1, 1, -1)), v.reshape((1, 1, -1)), (1,), [pads]).reshape((-1,))
 
 def correlate(a, v, mode: str = 'valid', *, precision=None, preferred_element_type=None) -> Array:
-  """Cross-correlation of two 1-D arrays, `c[k] = sum_n a[n + k] * v[n]` (numpy's `correlate`, real inputs).
+  """Cross-correlation of two 1-D arrays, `c[k] = sum_n a[n + k] * conj(v[n])` (numpy's `correlate`).
 
   >>> import tinyjx.numpy as jnp
   >>> jnp.correlate(jnp.array([1., 2., 3.]), jnp.array([0., 1.]), 'full').tolist()
   [1.0, 2.0, 3.0, 0.0]
   """
   a, v = _operands('correlate', a, v, mode, preferred_element_type)
+  v = core.conj(v)
   if v.shape[0] > a.shape[0]: return _correlate_long_short(v, a, mode)[::-1]
   return _correlate_long_short(a, v, mode)
 

@@ -71,7 +71,7 @@ def keep_dims(u: UOp, axes, shape) -> UOp:
   """`u` reduced over `axes` of `shape`, reshaped so that it broadcasts against `shape` again."""
   return u.reshape(tuple(1 if i in axes else s for i, s in enumerate(shape)))
 def inverse_perm(perm) -> tuple: return tuple(sorted(range(len(perm)), key=lambda i: perm[i]))
-def is_float(dt) -> bool: return dtypes.is_float(dt)
+def is_float(dt) -> bool: return dtypes.is_inexact(dt)   # has a tangent space: float or complex
 def in_range(idx: UOp, n: int) -> UOp:
   """Bool mask of the SCATTER indices that land in [0, n); out-of-range updates are dropped."""
   i = E(idx)
@@ -159,6 +159,23 @@ def cast_vjp(ct, node):
   return (ct.cast(src.dtype) if is_float(src.dtype) and is_float(node.dtype) else None,)
 def cast_jvp(node, ts):
   return ts[0].cast(node.dtype) if is_float(node.dtype) else None
+
+# ---------------------------------------------------------------- complex parts
+# JAX's convention: a cotangent c of a complex value pairs with a tangent t as Re(c * t), no conjugate. So a
+# holomorphic op's vjp is its jvp (the products above hold for complex operands unchanged), and the parts'
+# rules follow from Re(c * (tx + i ty)) = Re(c) tx - Im(c) ty.
+
+def real(z: UOp) -> UOp: return UOp(Ops.REAL, dtypes.real_dtype(z.dtype), (z,))
+def imag(z: UOp) -> UOp: return UOp(Ops.IMAG, dtypes.real_dtype(z.dtype), (z,))
+def complex_of(x: UOp | None, y: UOp | None, like: UOp) -> UOp:
+  """x + iy of the complex type of `like`; None is zero."""
+  x, y = (v if v is not None else zeros(like.shape, dtypes.real_dtype(like.dtype)) for v in (x, y))
+  return UOp(Ops.COMPLEX, like.dtype, (x, y))
+
+def real_vjp(ct, node): return (complex_of(ct, None, node.src[0]),)
+def imag_vjp(ct, node): return (complex_of(None, UOp(Ops.NEG, ct.dtype, (ct,)), node.src[0]),)
+def complex_vjp(ct, node): return (real(ct), UOp(Ops.NEG, node.src[1].dtype, (imag(ct),)))
+def complex_jvp(node, ts): return complex_of(ts[0], ts[1], node)
 
 # ---------------------------------------------------------------- reductions
 
@@ -428,6 +445,7 @@ vjp_rules: dict = {
   Ops.WHERE: where_vjp, Ops.CAST: cast_vjp, Ops.TAG: lambda ct, node: (ct,),
   Ops.REDUCE: reduce_vjp, Ops.CUMULATIVE: cumulative_vjp, Ops.DOT_GENERAL: dot_general_vjp,
   Ops.GATHER: gather_vjp, Ops.SCATTER: scatter_vjp, Ops.GETITEM: getitem_vjp,
+  Ops.REAL: real_vjp, Ops.IMAG: imag_vjp, Ops.COMPLEX: complex_vjp,
 }
 jvp_rules: dict = {
   **{op: no_jvp for op in GroupOp.NonDifferentiable | GroupOp.Leaf | {Ops.STOP_GRADIENT}},
@@ -437,6 +455,7 @@ jvp_rules: dict = {
   Ops.WHERE: where_jvp, Ops.CAST: cast_jvp, Ops.TAG: lambda node, ts: ts[0],
   Ops.REDUCE: reduce_jvp, Ops.CUMULATIVE: cumulative_jvp, Ops.DOT_GENERAL: dot_general_jvp,
   Ops.GATHER: gather_jvp, Ops.SCATTER: scatter_jvp, Ops.GETITEM: getitem_jvp,
+  Ops.REAL: lambda node, ts: real(ts[0]), Ops.IMAG: lambda node, ts: imag(ts[0]), Ops.COMPLEX: complex_jvp,
 }
 
 # ---------------------------------------------------------------- the walks
@@ -653,6 +672,35 @@ def check_float_inputs(diff: tuple, paths, name: str, allow_int: bool) -> None:
                       f"Differentiate with respect to float inputs (e.g. {p}.astype(jnp.float32)), use vjp, or pass "
                       f"allow_int=True to get zero gradients for integer inputs")
 
+def check_complex_inputs(diff: tuple, paths, name: str = "grad") -> None:
+  """grad/jacrev/jacfwd(holomorphic=True) differentiate complex inputs only, as JAX."""
+  for x, p in zip(tree_util.tree_leaves(diff), paths):
+    shape, dt, _ = tracing.aval_of(x, p)
+    if not dtypes.is_complex(dt):
+      raise TypeError(f"{name} with holomorphic=True requires complex inputs, but argument {p} is "
+                      f"{dt.short}[{','.join(map(str, shape))}]; convert it with x.astype(jnp.complex64), or drop "
+                      "holomorphic=True for a real input")
+
+def check_real_inputs(diff: tuple, paths) -> None:
+  """jacfwd without holomorphic=True differentiates real inputs only: its basis tangents would be real."""
+  for x, p in zip(tree_util.tree_leaves(diff), paths):
+    shape, dt, _ = tracing.aval_of(x, p)
+    if dtypes.is_complex(dt):
+      raise TypeError(f"jacfwd requires real-valued inputs, but argument {p} is "
+                      f"{dt.short}[{','.join(map(str, shape))}]; pass holomorphic=True for a holomorphic function, or "
+                      "use jvp for a non-holomorphic one")
+
+def check_output_kind(out: UOp, holomorphic: bool, name: str = "grad") -> None:
+  """A real output for grad and jacrev; a complex one with holomorphic=True."""
+  if holomorphic and not dtypes.is_complex(out.dtype):
+    raise TypeError(f"{name} with holomorphic=True requires a complex output, got {aval_text(out)}; drop "
+                    "holomorphic=True for a real-valued function")
+  if not holomorphic and dtypes.is_complex(out.dtype) and name != "jacfwd":
+    raise TypeError(f"{name} requires a real-valued output, got {aval_text(out)}; pass holomorphic=True for a "
+                    "holomorphic function, or use vjp for a complex output of a non-holomorphic function")
+  if name == "grad" and not is_float(out.dtype):
+    raise TypeError(f"{name} requires a real-valued (float) output, got {aval_text(out)}")
+
 def realize_together(arrays: list) -> None:
   """Compute concrete results in one schedule (value and gradient share the forward pass); graphs that
   still carry a grad tag keep it, with their value cached."""
@@ -662,10 +710,11 @@ def realize_together(arrays: list) -> None:
   for a, b in zip(todo, bufs):
     if 'TAG' not in a.uop.flags: a.uop = b
 
-def gradient(fun, args, kwargs, argnums, has_aux, allow_int, name):
+def gradient(fun, args, kwargs, argnums, has_aux, allow_int, name, holomorphic=False):
   """The shared core of grad and value_and_grad: (value, aux, gradient pytree)."""
   diff, f_diff, paths = split_args(fun, args, kwargs, argnums, "grad")
   check_float_inputs(diff, paths, "grad", allow_int)
+  if holomorphic: check_complex_inputs(diff, paths)
   tape = Tape(f_diff, diff, has_aux, name, paths)
   if len(tape.outs) != 1 or not tree_util.treedef_is_leaf(tape.out_tree):
     raise TypeError(f"grad requires the function to return one scalar array, got {tape.out_tree}; "
@@ -674,8 +723,7 @@ def gradient(fun, args, kwargs, argnums, has_aux, allow_int, name):
   if out.shape != ():
     raise TypeError(f"grad requires a scalar output, but the output has shape {out.shape} ({aval_text(out)}); "
                     "use jacrev (or jacobian) or vjp for non-scalar outputs, or reduce it first (e.g. .sum())")
-  if not is_float(out.dtype):
-    raise TypeError(f"grad requires a real-valued (float) output, got {aval_text(out)}")
+  check_output_kind(out, holomorphic)
   grads = tape.pullback([UOp.const(1, out.dtype, ())])
   g = tree_util.tree_unflatten(tape.in_tree, grads)
   return tape.primal_out()[1][0], tape.aux_out() if has_aux else None, g[0] if isinstance(argnums, int) else g
@@ -691,7 +739,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
   name = f"grad({getattr(fun, '__name__', 'fun')})"
   @functools.wraps(fun)
   def value_and_grad_f(*args, **kwargs):
-    value, aux, g = gradient(fun, args, kwargs, argnums, has_aux, allow_int, name)
+    value, aux, g = gradient(fun, args, kwargs, argnums, has_aux, allow_int, name, holomorphic)
     realize_together([value] + tree_util.tree_leaves(g) + tree_util.tree_leaves(aux))
     return ((value, aux), g) if has_aux else (value, g)
   return value_and_grad_f
@@ -709,7 +757,7 @@ def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, redu
   name = f"grad({getattr(fun, '__name__', 'fun')})"
   @functools.wraps(fun)
   def grad_f(*args, **kwargs):
-    _, aux, g = gradient(fun, args, kwargs, argnums, has_aux, allow_int, name)
+    _, aux, g = gradient(fun, args, kwargs, argnums, has_aux, allow_int, name, holomorphic)
     return (g, aux) if has_aux else g
   return grad_f
 
@@ -817,7 +865,8 @@ def offsets(sizes) -> list[int]: return [sum(sizes[:i]) for i in range(len(sizes
 
 def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
   """The Jacobian by reverse mode: `vmap` of the vjp over the rows of the identity. Each output leaf gets
-  the argument structure with blocks of shape `out.shape + arg.shape`.
+  the argument structure with blocks of shape `out.shape + arg.shape`. Outputs are real, or complex with
+  `holomorphic=True` (complex inputs and outputs; the blocks are then the complex derivatives).
 
   >>> import tinyjx, tinyjx.numpy as jnp
   >>> tinyjx.jacrev(lambda x: x * x)(jnp.array([1.0, 2.0])).tolist()
@@ -829,7 +878,9 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     from tinyjx.transforms.batching import vmap
     diff, f_diff, paths = split_args(fun, args, kwargs, argnums, "jacrev")
     check_float_inputs(diff, paths, "jacrev", allow_int)
+    if holomorphic: check_complex_inputs(diff, paths, "jacrev")
     tape = Tape(f_diff, diff, has_aux, name, paths)
+    for o in tape.outs: check_output_kind(o, holomorphic, "jacrev")
     avals = [(o.shape, o.dtype) for o in tape.outs]
     cts = vmap(lambda *c: tape.pullback([x.uop for x in c]))(*[Array(b) for b in standard_basis(avals)])
     sizes = [math.prod(s) for s, _ in avals]
@@ -844,7 +895,8 @@ jacobian = jacrev
 
 def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
   """The Jacobian by forward mode: `vmap` of the jvp over the columns of the identity; the same layout as
-  `jacrev` (each output leaf gets the argument structure with blocks of shape `out.shape + arg.shape`).
+  `jacrev` (each output leaf gets the argument structure with blocks of shape `out.shape + arg.shape`). Inputs are
+  real, or complex with `holomorphic=True` (complex outputs too).
 
   >>> import tinyjx, tinyjx.numpy as jnp
   >>> tinyjx.jacfwd(lambda x: x * x)(jnp.array([1.0, 2.0])).tolist()
@@ -856,7 +908,10 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
     from tinyjx.transforms.batching import vmap
     diff, f_diff, paths = split_args(fun, args, kwargs, argnums, "jacfwd")
     check_float_inputs(diff, paths, "jacfwd", False)
+    if holomorphic: check_complex_inputs(diff, paths, "jacfwd")
+    else: check_real_inputs(diff, paths)
     tape = Tape(f_diff, diff, has_aux, name, paths)
+    for o in tape.outs: check_output_kind(o, holomorphic, "jacfwd")
     avals = [(a.shape, a.dtype) for a in tape.ins]
     touts = vmap(lambda *t: tape.pushforward([x.uop for x in t]))(*[Array(b) for b in standard_basis(avals)])
     sizes = [math.prod(s) for s, _ in avals]
@@ -880,7 +935,7 @@ def hessian(fun, argnums=0, has_aux=False, holomorphic=False):
   >>> tinyjx.hessian(lambda x: jnp.sum(x ** 3))(jnp.array([1.0, 2.0])).tolist()
   [[6.0, 0.0], [0.0, 12.0]]
   """
-  return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
+  return jacfwd(jacrev(fun, argnums, has_aux, holomorphic), argnums, has_aux, holomorphic)
 
 # ---------------------------------------------------------------- stop_gradient
 

@@ -213,7 +213,7 @@ def debug_callback_batch(node, srcs, bdims):
   return UOp(Ops.DEBUG_CALLBACK, node.dtype, tuple(srcs), node.arg.with_batch(size)), None
 
 batch_rules: dict = {
-  **{op: elementwise_batch for op in GroupOp.Elementwise},
+  **{op: elementwise_batch for op in GroupOp.Elementwise | GroupOp.Complex},
   Ops.TAG: passthrough_batch, Ops.STOP_GRADIENT: passthrough_batch,
   Ops.REDUCE: reduce_batch, Ops.CUMULATIVE: cumulative_batch, Ops.ARGSORT: argsort_batch,
   Ops.RESHAPE: reshape_batch, Ops.PERMUTE: permute_batch, Ops.EXPAND: expand_batch, Ops.PAD: pad_batch,

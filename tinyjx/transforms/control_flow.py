@@ -206,7 +206,7 @@ def cond(pred, true_fun, false_fun, *operands):
   30.0
   """
   p = index_operand(pred, "cond", "predicate")
-  if not (dtypes.is_bool(p.dtype) or dtypes.is_int(p.dtype) or dtypes.is_float(p.dtype)):
+  if not (dtypes.is_bool(p.dtype) or dtypes.is_int(p.dtype) or dtypes.is_inexact(p.dtype)):
     raise TypeError(f"cond: the predicate must be a boolean or number scalar, got {p.dtype}")
   if not dtypes.is_bool(p.dtype): p = p != 0
   idx = jnp.astype(p, dtypes.int32)
@@ -540,7 +540,7 @@ def dynamic_update_index_in_dim(operand, update, index, axis: int = 0):
 # ---------------------------------------------------------------- jvp: carried tangents
 
 def float_mask(srcs, ts) -> tuple:
-  return tuple(t is not None and dtypes.is_float(s.dtype) for s, t in zip(srcs, ts))
+  return tuple(t is not None and dtypes.is_inexact(s.dtype) for s, t in zip(srcs, ts))
 
 def tangent_or_zero(t, s: UOp) -> UOp: return t if t is not None else UOp.const(0, s.dtype, s.shape)
 
@@ -553,7 +553,7 @@ def cond_jvp(node, ts):
                    for j in (ad.jvp_jaxpr(b, mask) for b in node.arg.jaxprs))
   tavals = node.arg.out_avals
   outs = bind(Ops.COND, CondArg(branches, tavals), (node.src[0],) + ops + tuple(t for t, m in zip(t_ops, mask) if m))
-  return tuple(o if dtypes.is_float(o.dtype) else None for o in outs)
+  return tuple(o if dtypes.is_inexact(o.dtype) else None for o in outs)
 
 def carried_jvp(body: Jaxpr, groups: tuple, mask: tuple, n_out_carry: int) -> Jaxpr:
   """The jvp of a loop body with each group of inputs (sizes `groups`: carry, then xs or consts ...) followed by
@@ -570,7 +570,7 @@ def carried_jvp(body: Jaxpr, groups: tuple, mask: tuple, n_out_carry: int) -> Ja
   nout = len(body.outs)
   prim, tans = j.outs[:nout], j.outs[nout:]
   outs = list(prim[:n_out_carry]) + [tans[i] for i in range(n_out_carry) if mask[i]] + list(prim[n_out_carry:]) + \
-         [tans[i] for i in range(n_out_carry, nout) if dtypes.is_float(prim[i].dtype)]
+         [tans[i] for i in range(n_out_carry, nout) if dtypes.is_inexact(prim[i].dtype)]
   return with_params([j.params[i] for i in order], outs, f"jvp({body.name})")
 
 def while_jvp(node, ts):
@@ -579,7 +579,7 @@ def while_jvp(node, ts):
   carry, cconsts, bconsts = node.src[:nc], node.src[nc:nc + ncc], node.src[nc + ncc:]
   t_carry, t_b = ts[:nc], ts[nc + ncc:]
   if not any(float_mask(carry, t_carry) + float_mask(bconsts, t_b)): return None
-  cmask = tuple(dtypes.is_float(s.dtype) for s in carry)      # every float carry carries a tangent
+  cmask = tuple(dtypes.is_inexact(s.dtype) for s in carry)      # every float carry carries a tangent
   bmask = float_mask(bconsts, t_b)
   body = carried_jvp(a.body, (nc, len(bconsts)), cmask + bmask, nc)
   ntc = sum(cmask)
@@ -601,24 +601,24 @@ def scan_jvp(node, ts):
   t_carry, t_xs, t_k = ts[:nc], ts[nc:nc + nx], ts[nc + nx:]
   xmask, kmask = float_mask(xs, t_xs), float_mask(consts, t_k)
   if not any(float_mask(carry, t_carry) + xmask + kmask): return None
-  cmask = tuple(dtypes.is_float(s.dtype) for s in carry)
+  cmask = tuple(dtypes.is_inexact(s.dtype) for s in carry)
   body = carried_jvp(a.body, (nc, nx, len(consts)), cmask + xmask + kmask, nc)
   ntc, ntx = sum(cmask), sum(xmask)
   y_avals = a.out_avals[nc:]
-  ty_avals = tuple(av for av in y_avals if dtypes.is_float(av[1]))
+  ty_avals = tuple(av for av in y_avals if dtypes.is_inexact(av[1]))
   avals = a.out_avals[:nc] + tuple(av for av, m in zip(a.out_avals[:nc], cmask) if m) + y_avals + ty_avals
   srcs = list(carry) + [tangent_or_zero(t, s) for s, t, m in zip(carry, t_carry, cmask) if m] + list(xs) + \
          [t for t, m in zip(t_xs, xmask) if m] + list(consts) + [t for t, m in zip(t_k, kmask) if m]
   outs = bind(Ops.SCAN, ScanArg((body,), avals, a.length, a.reverse, nc + ntc, nx + ntx), srcs)
   t_c, t_y = iter(outs[nc:nc + ntc]), iter(outs[nc + ntc + len(y_avals):])
   return tuple(next(t_c) if m else None for m in cmask) + \
-         tuple(next(t_y) if dtypes.is_float(av[1]) else None for av in y_avals)
+         tuple(next(t_y) if dtypes.is_inexact(av[1]) else None for av in y_avals)
 
 # ---------------------------------------------------------------- vjp
 
 def cond_vjp(ct, node):
   ops = node.src[1:]
-  wrt = tuple(dtypes.is_float(s.dtype) for s in ops)
+  wrt = tuple(dtypes.is_inexact(s.dtype) for s in ops)
   ct_mask = tuple(c is not None for c in ct)
   if not any(wrt) or not any(ct_mask): return (None,) * len(node.src)
   branches = tuple(ad.vjp_jaxpr(b, wrt, ct_mask) for b in node.arg.jaxprs)
@@ -632,7 +632,7 @@ WHILE_VJP_ERROR = ("reverse-mode differentiation (grad, vjp) does not work throu
                    "jacfwd) does work through while_loop.")
 
 def while_vjp(ct, node):
-  return tuple(ValueError(WHILE_VJP_ERROR) if dtypes.is_float(s.dtype) else None for s in node.src)
+  return tuple(ValueError(WHILE_VJP_ERROR) if dtypes.is_inexact(s.dtype) else None for s in node.src)
 
 def scan_residuals(node) -> list[UOp]:
   """The carry going into each iteration, stacked (what the backward scan recomputes each step from)."""
@@ -649,9 +649,9 @@ def scan_vjp(ct, node):
   a = node.arg
   nc, nx = a.n_carry, a.n_xs
   carry, xs, consts = node.src[:nc], node.src[nc:nc + nx], node.src[nc + nx:]
-  fc = [dtypes.is_float(s.dtype) for s in carry]
-  fx = [dtypes.is_float(s.dtype) for s in xs]
-  fk = [dtypes.is_float(s.dtype) for s in consts]
+  fc = [dtypes.is_inexact(s.dtype) for s in carry]
+  fx = [dtypes.is_inexact(s.dtype) for s in xs]
+  fk = [dtypes.is_inexact(s.dtype) for s in consts]
   ct_y = list(ct[nc:])
   if not any(fc + fx + fk) or all(c is None for c in ct): return (None,) * len(node.src)
   ymask = [c is not None for c in ct_y]

@@ -20,7 +20,7 @@ Two ways in:
   >>> import tinyjx, tinyjx.numpy as jnp, tinyjx.viz
   >>> data = tinyjx.viz.record(lambda x: jnp.exp(x) / jnp.exp(x).sum(), jnp.ones(8))   # doctest: +SKIP
   >>> [p['name'] for p in data['passes']]                                              # doctest: +SKIP
-  ['simplify', 'decompose', 'schedule+index', 'as_matmul', ..., 'estimate', 'memory', 'render', 'compile']
+  ['simplify', 'split_complex', 'decompose', 'schedule+index', 'as_matmul', ..., 'estimate', 'render', 'compile']
   >>> path = tinyjx.viz.write(lambda x: jnp.tanh(x) * 2, jnp.ones(4))                 # doctest: +SKIP
 
   `page_for(f, *args)` returns the HTML instead of writing it. The arguments are arrays (or pytrees of

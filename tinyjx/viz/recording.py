@@ -180,7 +180,7 @@ def _params(u: UOp) -> str:
 def _summary(name: str, st, before: int, after: int) -> tuple[str, str]:
   """One line on what pass `name` made of the program, and a longer text (kernel report, schedule) or ''."""
   from tinyjx.lower import kernel_report
-  if name in ('simplify', 'decompose'): return f"{before} -> {after} graph nodes", ""
+  if name in ('simplify', 'split_complex', 'decompose'): return f"{before} -> {after} graph nodes", ""
   if name == 'schedule+index':
     tmp = sum(1 for s in st.slots if s.kind == 'tmp')
     return f"{len(st.items)} scheduled items, {len(st.kernels)} kernels, {tmp} intermediate buffers", kernel_report(st)

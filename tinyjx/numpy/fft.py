@@ -1,0 +1,293 @@
+"""numpy.fft: `jnp.fft`, discrete Fourier transforms as compositions of jnp ops.
+
+No FFT primitive: a transform along one axis is a mixed-radix Cooley-Tukey recursion written with reshapes,
+transposes, twiddle-factor multiplies and small DFT matmuls, so `jit` compiles it into ordinary kernels (complex
+values as pairs of floats, see tinyjx/lower/complex.py) and `grad`, `jvp` and `vmap` differentiate and batch it
+with the rules the ops already have. A length n = n1 * n2 is split into n1 transforms of length n2 and n2 of
+length n1, with the twiddles exp(-2 pi i j2 k1 / n) in between; a length of at most `DIRECT` (or a prime up to
+`DIRECT_PRIME`) is one matmul with its DFT matrix; a larger prime goes through Bluestein's chirp-z transform, a
+convolution computed with power-of-two transforms. Twiddles and DFT matrices are computed in float64 by numpy and
+rounded once to the transform's type, so results match numpy.fft to float32 rounding.
+
+Conventions are numpy's and JAX's: `n` (or `s`) crops or zero-pads the input along each transformed axis, `norm`
+is 'backward' (1/n on the inverse), 'ortho' (1/sqrt(n) both ways) or 'forward' (1/n on the forward transform),
+real inputs give complex64 (complex128 with 64-bit mode), and `irfft` reads only the first n//2 + 1 frequencies.
+"""
+from __future__ import annotations
+import functools, math, operator
+import numpy as np
+from tinyjx import dtypes
+from tinyjx.array import Array
+from tinyjx.numpy import base as jnp
+from tinyjx.numpy.core import promote_inexact, from_parts
+from tinyjx.uop import normalize_axis
+
+__all__ = ['fft', 'ifft', 'rfft', 'irfft', 'hfft', 'ihfft', 'fft2', 'ifft2', 'fftn', 'ifftn', 'rfft2', 'irfft2',
+           'rfftn', 'irfftn', 'fftfreq', 'rfftfreq', 'fftshift', 'ifftshift']
+
+DIRECT = 16          # lengths up to this are one DFT matmul
+DIRECT_PRIME = 128   # primes up to this too (n^2 work); larger primes use Bluestein's algorithm
+NORMS = ('backward', 'ortho', 'forward')
+
+# ---------------------------------------------------------------- constants, in float64, rounded once
+
+@functools.lru_cache(maxsize=256)
+def _roots(n: int, m: int, sign: int, rows: int | None = None) -> np.ndarray:
+  """exp(sign 2 pi i j k / n) for j < rows (default m), k < m, as complex128 (the exponent reduced mod n first;
+  parts that are zero exactly, at quarter turns, are made exactly zero: fft([1, 2, 3, 4])[2] is -2, not -2 - 5e-16j)."""
+  j = np.arange(m if rows is None else rows).reshape(-1, 1)
+  k = np.arange(m).reshape(1, -1)
+  w = np.exp(sign * 2j * np.pi * ((j * k) % n) / n)
+  w.real[np.abs(w.real) < 1e-12], w.imag[np.abs(w.imag) < 1e-12] = 0, 0
+  return w
+
+def _const(values: np.ndarray, dt) -> Array:
+  return jnp.asarray(values.astype(dt.np))
+
+def _smallest_factor(n: int) -> int:
+  for p in range(2, math.isqrt(n) + 1):
+    if n % p == 0: return p
+  return n
+
+def _split_factor(n: int) -> int:
+  """The largest factor of composite n up to sqrt(n), so both halves of the recursion stay small."""
+  return next(p for p in range(math.isqrt(n), 1, -1) if n % p == 0)
+
+# ---------------------------------------------------------------- one axis, the last one
+
+def _dft_matmul(x: Array, sign: int) -> Array:
+  """The DFT of the last axis as one matmul with the n x n matrix of roots of unity; a real `x` (the first
+  stage of a real input's transform) takes two real matmuls instead of four."""
+  n = x.shape[-1]
+  w = _roots(n, n, sign)
+  if dtypes.is_complex(x.dtype): return jnp.matmul(x, _const(w, x.dtype))
+  return from_parts(jnp.matmul(x, _const(w.real, x.dtype)), jnp.matmul(x, _const(w.imag, x.dtype)))
+
+def _cooley_tukey(x: Array, n1: int, sign: int) -> Array:
+  """n = n1 * n2: x[n2 j1 + j2] -> transforms over j1, twiddles, transforms over j2 -> X[k1 + n1 k2]."""
+  lead, n = x.shape[:-1], x.shape[-1]
+  n2 = n // n1
+  y = jnp.swapaxes(x.reshape(lead + (n1, n2)), -1, -2)                  # [..., j2, j1]
+  y = _transform(y, sign)                                               # [..., j2, k1]
+  y = y * _const(_roots(n, n1, sign, rows=n2), y.dtype)                 # exp(sign 2 pi i j2 k1 / n)
+  y = _transform(jnp.swapaxes(y, -1, -2), sign)                         # [..., k1, k2]
+  return jnp.swapaxes(y, -1, -2).reshape(lead + (n,))                   # k = k1 + n1 k2
+
+def _bluestein(x: Array, sign: int) -> Array:
+  """A prime length n as a convolution with the chirp exp(sign pi i j^2 / n), done with power-of-two transforms:
+  X[k] = w[k] sum_j (x[j] w[j]) conj(w[k - j]), w[j] = exp(sign pi i j^2 / n)."""
+  n = x.shape[-1]
+  m = 1 << (2 * n - 2).bit_length()
+  j = np.arange(n)
+  w = np.exp(sign * 1j * np.pi * ((j * j) % (2 * n)) / n)
+  kernel = np.zeros(m, np.complex128)
+  kernel[:n], kernel[m - n + 1:] = np.conj(w), np.conj(w[1:][::-1])
+  spectrum = np.fft.fft(kernel)                                        # a constant: computed once, on the host
+  cdt = dtypes.complex_dtype(x.dtype)
+  a = jnp.pad(x * _const(w, cdt), [(0, 0)] * (x.ndim - 1) + [(0, m - n)])
+  conv = _transform(_transform(a, -1) * _const(spectrum, cdt), 1) / m   # inverse of the power-of-two length
+  return conv[..., :n] * _const(w, cdt)
+
+def _transform(x: Array, sign: int) -> Array:
+  """The unnormalized DFT of `x` (complex, or float for a real input) along its last axis (sign -1 forward, +1
+  inverse); the result is complex."""
+  n = x.shape[-1]
+  if n <= 1: return x if dtypes.is_complex(x.dtype) else x.astype(dtypes.complex_dtype(x.dtype))
+  if n <= DIRECT: return _dft_matmul(x, sign)
+  p = _smallest_factor(n)
+  if p == n: return _dft_matmul(x, sign) if n <= DIRECT_PRIME else _bluestein(x, sign)
+  return _cooley_tukey(x, _split_factor(n), sign)
+
+# ---------------------------------------------------------------- the public transforms
+
+def _check_norm(norm) -> str:
+  norm = 'backward' if norm is None else norm
+  if norm not in NORMS: raise ValueError(f"Invalid norm value {norm!r}; should be one of {', '.join(map(repr, NORMS))}")
+  return norm
+
+def _scale(norm: str, n: int, inverse: bool) -> float:
+  if norm == 'ortho': return 1 / math.sqrt(n)
+  return 1 / n if (norm == 'forward') != inverse else 1.0
+
+def _scaled(x: Array, scale: float) -> Array: return x if scale == 1.0 else x * scale
+
+def _length(n, name: str) -> int:
+  try:
+    n = operator.index(n)
+  except TypeError:
+    raise TypeError(f"jnp.fft.{name}: n must be an int, got {n!r}") from None
+  if n < 1: raise ValueError(f"jnp.fft.{name}: invalid number of FFT data points ({n}); n must be at least 1")
+  return n
+
+def _fit(x: Array, n: int) -> Array:
+  """`x` cropped or zero-padded to length `n` along its last axis."""
+  m = x.shape[-1]
+  if n <= m: return x[..., :n]
+  return jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, n - m)])
+
+def _as_complex(x) -> Array:
+  x = jnp.asarray(x)
+  if dtypes.is_complex(x.dtype): return x
+  return x.astype(dtypes.complex_dtype(promote_inexact(x)[0].dtype))
+
+def _inexact(x) -> Array:
+  """A complex `x` as it is, a real one as floats (its first transform stage multiplies real by complex)."""
+  x = jnp.asarray(x)
+  if dtypes.is_complex(x.dtype): return x
+  x = promote_inexact(x)[0]
+  return x if x.dtype.itemsize >= 4 else x.astype(dtypes.float32)
+
+def _along(x: Array, axis: int, name: str, f) -> Array:
+  """`f` applied to `x` with `axis` moved last, and moved back after."""
+  if x.ndim == 0: raise ValueError(f"jnp.fft.{name} needs an array of at least one dimension, got a 0-d array")
+  ax = normalize_axis(axis, x.ndim, "axis")
+  return jnp.moveaxis(f(jnp.moveaxis(x, ax, -1)), -1, ax)
+
+def _c2c(a, n, axis: int, norm, inverse: bool, name: str) -> Array:
+  norm, x = _check_norm(norm), _inexact(a)
+  def one(v):
+    size = v.shape[-1] if n is None else _length(n, name)
+    if size == 0: raise ValueError(f"jnp.fft.{name}: invalid number of FFT data points (0); the axis is empty")
+    return _scaled(_transform(_fit(v, size), 1 if inverse else -1), _scale(norm, size, inverse))
+  return _along(x, axis, name, one)
+
+def fft(a, n=None, axis: int = -1, norm=None) -> Array:
+  """The discrete Fourier transform along `axis`, cropped or zero-padded to `n` points (numpy.fft.fft).
+
+  >>> import tinyjx.numpy as jnp
+  >>> print(jnp.fft.fft(jnp.array([1.0, 2.0, 3.0, 4.0])))
+  [10.+0.j -2.+2.j -2.+0.j -2.-2.j]
+  """
+  return _c2c(a, n, axis, norm, False, 'fft')
+
+def ifft(a, n=None, axis: int = -1, norm=None) -> Array:
+  """The inverse discrete Fourier transform along `axis` (numpy.fft.ifft)."""
+  return _c2c(a, n, axis, norm, True, 'ifft')
+
+def rfft(a, n=None, axis: int = -1, norm=None) -> Array:
+  """The transform of a real input: its first n//2 + 1 frequencies, the rest being their conjugates.
+
+  >>> import tinyjx.numpy as jnp
+  >>> print(jnp.fft.rfft(jnp.array([1.0, 2.0, 3.0, 4.0])))
+  [10.+0.j -2.+2.j -2.+0.j]
+  """
+  a = jnp.asarray(a)
+  if dtypes.is_complex(a.dtype):
+    raise TypeError(f"jnp.fft.rfft takes a real input, got {a.dtype}; use jnp.fft.fft for complex inputs")
+  def keep_half(v): return v[..., :v.shape[-1] // 2 + 1]
+  return _along(_c2c(a, n, axis, norm, False, 'rfft'), axis, 'rfft', keep_half)
+
+def irfft(a, n=None, axis: int = -1, norm=None) -> Array:
+  """The real inverse of `rfft`: `n` real points (default 2 (m - 1) for m input frequencies) from the first
+  n//2 + 1 frequencies, the others taken as their conjugates; the imaginary parts of the zero (and, for even n,
+  the Nyquist) frequency are ignored, as numpy's."""
+  norm, x = _check_norm(norm), _as_complex(a)
+  def one(v):
+    size = 2 * (v.shape[-1] - 1) if n is None else _length(n, 'irfft')
+    if size < 1: raise ValueError(f"jnp.fft.irfft: invalid number of FFT data points ({size}); pass n >= 1")
+    half = _fit(v, size // 2 + 1)
+    mirror = jnp.conj(jnp.flip(half[..., 1:(size + 1) // 2], -1))
+    full = jnp.concatenate([half, mirror], -1)
+    return _scaled(jnp.real(_transform(full, 1)), _scale(norm, size, True))
+  return _along(x, axis, 'irfft', one)
+
+def hfft(a, n=None, axis: int = -1, norm=None) -> Array:
+  """The transform of a Hermitian-symmetric signal given by its first half: a real spectrum (numpy.fft.hfft)."""
+  norm = _check_norm(norm)
+  swapped = {'backward': 'forward', 'forward': 'backward', 'ortho': 'ortho'}[norm]
+  return irfft(jnp.conj(_as_complex(a)), n, axis, swapped)
+
+def ihfft(a, n=None, axis: int = -1, norm=None) -> Array:
+  """The inverse of `hfft`: the first half of the spectrum of a real signal (numpy.fft.ihfft)."""
+  norm = _check_norm(norm)
+  swapped = {'backward': 'forward', 'forward': 'backward', 'ortho': 'ortho'}[norm]
+  return jnp.conj(rfft(a, n, axis, swapped))
+
+def _axes_and_sizes(x: Array, s, axes, name: str) -> tuple[list, list]:
+  """numpy's rule: axes default to the last len(s) axes (all axes without s); s defaults to their lengths."""
+  if s is not None and axes is not None and len(s) != len(axes):
+    raise ValueError(f"jnp.fft.{name}: s and axes must have one length, got s={tuple(s)} and axes={tuple(axes)}")
+  if axes is None: axes = list(range(x.ndim - len(s), x.ndim)) if s is not None else list(range(x.ndim))
+  axes = [normalize_axis(a, x.ndim, "axes") for a in axes]
+  if len(set(axes)) != len(axes): raise ValueError(f"jnp.fft.{name}: repeated axis in axes={tuple(axes)}")
+  return axes, list(s) if s is not None else [None] * len(axes)
+
+def fftn(a, s=None, axes=None, norm=None) -> Array:
+  """The transform over several axes (all by default): one 1-D transform per axis (numpy.fft.fftn)."""
+  x = _inexact(a)
+  axes, sizes = _axes_and_sizes(x, s, axes, 'fftn')
+  for ax, n in zip(axes, sizes): x = _c2c(x, n, ax, norm, False, 'fftn')
+  return x
+
+def ifftn(a, s=None, axes=None, norm=None) -> Array:
+  """The inverse transform over several axes (numpy.fft.ifftn)."""
+  x = _inexact(a)
+  axes, sizes = _axes_and_sizes(x, s, axes, 'ifftn')
+  for ax, n in zip(axes, sizes): x = _c2c(x, n, ax, norm, True, 'ifftn')
+  return x
+
+def fft2(a, s=None, axes=(-2, -1), norm=None) -> Array:
+  """`fftn` over the last two axes by default."""
+  return fftn(a, s, axes, norm)
+
+def ifft2(a, s=None, axes=(-2, -1), norm=None) -> Array:
+  """`ifftn` over the last two axes by default."""
+  return ifftn(a, s, axes, norm)
+
+def rfftn(a, s=None, axes=None, norm=None) -> Array:
+  """`rfft` over the last of `axes`, then `fft` over the others (numpy.fft.rfftn)."""
+  x = jnp.asarray(a)
+  axes, sizes = _axes_and_sizes(x, s, axes, 'rfftn')
+  x = rfft(x, sizes[-1], axes[-1], norm)
+  for ax, n in zip(axes[:-1], sizes[:-1]): x = _c2c(x, n, ax, norm, False, 'rfftn')
+  return x
+
+def irfftn(a, s=None, axes=None, norm=None) -> Array:
+  """`ifft` over all but the last of `axes`, then `irfft` over the last (numpy.fft.irfftn); the last length is
+  2 (m - 1) unless `s` gives it."""
+  x = _as_complex(a)
+  axes, sizes = _axes_and_sizes(x, s, axes, 'irfftn')
+  for ax, n in zip(axes[:-1], sizes[:-1]): x = _c2c(x, n, ax, norm, True, 'irfftn')
+  return irfft(x, sizes[-1], axes[-1], norm)
+
+def rfft2(a, s=None, axes=(-2, -1), norm=None) -> Array:
+  """`rfftn` over the last two axes by default."""
+  return rfftn(a, s, axes, norm)
+
+def irfft2(a, s=None, axes=(-2, -1), norm=None) -> Array:
+  """`irfftn` over the last two axes by default."""
+  return irfftn(a, s, axes, norm)
+
+# ---------------------------------------------------------------- frequencies and shifts
+
+def fftfreq(n: int, d=1.0, *, dtype=None) -> Array:
+  """The sample frequencies of an `n`-point transform with sample spacing `d`: 0, 1, ..., -(n//2), ..., -1 over d n.
+
+  >>> import tinyjx.numpy as jnp
+  >>> jnp.fft.fftfreq(4).tolist()
+  [0.0, 0.25, -0.5, -0.25]
+  """
+  n = _length(n, 'fftfreq')
+  k = np.concatenate([np.arange((n + 1) // 2), np.arange(-(n // 2), 0)])
+  return jnp.divide(jnp.asarray(k, dtype or dtypes.default_float()), jnp.multiply(d, n))
+
+def rfftfreq(n: int, d=1.0, *, dtype=None) -> Array:
+  """The sample frequencies of `rfft`: 0, 1, ..., n//2 over d n."""
+  n = _length(n, 'rfftfreq')
+  return jnp.divide(jnp.asarray(np.arange(n // 2 + 1), dtype or dtypes.default_float()), jnp.multiply(d, n))
+
+def _shift_axes(x: Array, axes) -> list:
+  if axes is None: return list(range(x.ndim))
+  return [axes] if isinstance(axes, int) else list(axes)
+
+def fftshift(x, axes=None) -> Array:
+  """The zero frequency moved to the middle: a roll by n//2 along each of `axes` (all by default)."""
+  x = jnp.asarray(x)
+  axes = _shift_axes(x, axes)
+  return jnp.roll(x, [x.shape[a] // 2 for a in axes], axes) if axes else x
+
+def ifftshift(x, axes=None) -> Array:
+  """The inverse of `fftshift`: a roll by -(n//2) along each of `axes`."""
+  x = jnp.asarray(x)
+  axes = _shift_axes(x, axes)
+  return jnp.roll(x, [-(x.shape[a] // 2) for a in axes], axes) if axes else x
