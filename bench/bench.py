@@ -133,7 +133,7 @@ def fft2(n=512):
     fns['torch'] = lambda: torch.fft.fft2(px)
   want = np.fft.fft2(x)
   assert np.abs(np.asarray(f(tx)) - want).max() <= 1e-4 * np.abs(want).max()
-  return fns, int(5 * n * n * np.log2(n * n))   # the usual 5 N log2 N of a complex FFT
+  return fns, int(5 * n * n * np.log2(n * n)), 0   # the usual 5 N log2 N of a complex FFT
 
 # --- the MLP training step (784-512-512-10, batch 512, Adam) ---
 SIZES, BATCH, LR, B1, B2, EPS = (784, 512, 512, 10), 512, 1e-3, 0.9, 0.999, 1e-8
@@ -320,7 +320,8 @@ def measure(name: str, repeats: int, device: str = '', rounds: int = 2) -> tuple
   that ran last still spins while the next one starts), in `rounds` alternating turns; the best median. tinyjx
   runs on `device` ('' for its default)."""
   import importlib.util
-  libs = ['numpy', 'tinyjx'] + [lib for lib in PEERS if importlib.util.find_spec(lib)]
+  wanted = [lib for lib in PEERS if not os.environ.get(f'TINYJX_BENCH_NO_{lib.upper()}')]
+  libs = ['numpy', 'tinyjx'] + [lib for lib in wanted if importlib.util.find_spec(lib)]
   times: dict = {}
   for _ in range(rounds):
     for lib in libs:

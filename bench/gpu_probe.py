@@ -53,12 +53,14 @@ def workloads(rng, small: bool):
   x, s, t = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
   y = x.astype(np.float64) * s + t
   gelu = 0.5 * y * (1 + np.tanh(0.7978845608 * (y + 0.044715 * y ** 3)))
-  out[f'gelu {n >> 20 or n}{"M" if n >> 20 else ""}'] = (tinyjx.jit(lambda x, s, t: nn.gelu(x * s + t, approximate=True)), (x, s, t), gelu, None, 16 * n)
+  size = f"{n >> 20}M" if n >> 20 else str(n)
+  gelu_f = tinyjx.jit(lambda x, s, t: nn.gelu(x * s + t, approximate=True))
+  out[f'gelu {size}'] = (gelu_f, (x, s, t), gelu, None, 16 * n)
   m = rng.standard_normal((64 if small else 16384, 1024), dtype=np.float32)
   e = np.exp(m - m.max(1, keepdims=True), dtype=np.float64)
-  out[f'softmax {m.shape[0]}x1024'] = (tinyjx.jit(lambda v: nn.softmax(v, axis=-1)), (m,), e / e.sum(1, keepdims=True), None,
-                               8 * m.size)
-  out[f'sum {n >> 20 or n}{"M" if n >> 20 else ""}'] = (tinyjx.jit(jnp.sum), (x,), x.astype(np.float64).sum(), None, 4 * n)
+  softmax = tinyjx.jit(lambda v: nn.softmax(v, axis=-1))
+  out[f'softmax {m.shape[0]}x1024'] = (softmax, (m,), e / e.sum(1, keepdims=True), None, 8 * m.size)
+  out[f'sum {size}'] = (tinyjx.jit(jnp.sum), (x,), x.astype(np.float64).sum(), None, 4 * n)
   return out
 
 def main():
