@@ -132,6 +132,19 @@ def a_million_float32s_sum_like_float64(device: str, n: int = 1_000_000) -> None
   channels = exact.reshape(-1, 10, 100).sum((0, 2))              # per-channel sums of 1/10 of the elements each
   assert np.all(np.abs(np.asarray(got[3]) - channels) <= 4 * np.spacing(channels.astype(np.float32)))
 
+def split_contractions_match(device: str) -> None:
+  """Contractions with few output tiles and a long contraction (split-K: partial sums over slices, then their sum):
+  a matmul with an epilogue, one with a batch of one, and a convolution's weight gradient (a small output, a
+  contraction over batch and image), against the reference."""
+  import tinyjx.numpy as jnp
+  rng = np.random.default_rng(11)
+  a, b, bias = (rng.standard_normal(s).astype(np.float32) for s in ((20, 8192), (8192, 40), (40,)))
+  x, w = rng.standard_normal((64, 8, 16, 16)).astype(np.float32), rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+  wgrad = tinyjx.grad(lambda w, x: jnp.sum(tinyjx.lax.conv(x, w, (1, 1), 'VALID') ** 2))
+  fns = lambda a, b, bias, x, w: (jnp.tanh((a @ b) * 0.01 + bias), (a[None] @ b[None])[0], wgrad(w, x))
+  got, want = run_on(device, fns, a, b, bias, x, w)
+  assert_close(got, want, 1e-4, scale=100)
+
 def the_heuristics_chose_the_gpu_shapes(device) -> None:
   """Work groups for long reductions, two stages for a long full sum, tiles for a matmul and a convolution, local
   sizes for every kernel: a regression to one work item per output point shows here."""
@@ -154,6 +167,11 @@ def the_heuristics_chose_the_gpu_shapes(device) -> None:
   assert mm.global_size == (mm.local_size[0], 5)               # 33 columns: one tile of 64; 257 rows: five
   conv = kernels_for(device, lambda x, w: tinyjx.lax.conv(x, w, (1, 1), 'SAME'), f32(2, 8, 16, 16), f32(16, 8, 3, 3))
   assert any(is_tiled_matmul(k) for k in conv)                 # a convolution is an implicit GEMM
+  split, add = kernels_for(device, lambda a, b: a @ b, f32(32, 8192), f32(8192, 48))   # one tile, a long contraction
+  assert split.name.endswith('_split') and is_tiled_matmul(split) and split.global_size[2] == 32   # 32 slices
+  assert not is_tiled_matmul(add) and add.name == split.name[:-len('_split')]
+  wgrad = tinyjx.grad(lambda w, x: jnp.sum(tinyjx.lax.conv(x, w, (1, 1), 'VALID') ** 2))
+  assert any(k.name.endswith('_split') for k in kernels_for(device, wgrad, f32(16, 8, 3, 3), f32(64, 8, 16, 16)))
   [ew] = kernels_for(device, lambda x: jnp.tanh(x) * 2, f32(70, 3))
   assert not ew.groups and 1 < int(np.prod(ew.local_size)) <= optimize_gpu.GROUP
   assert all(g % l == 0 and g >= n for g, l, n in zip(ew.global_size, ew.local_size, (3, 70)))

@@ -124,6 +124,9 @@ def test_long_reductions_shared_by_a_work_group():
 def test_a_million_float32s_sum_like_float64():
   device_checks.a_million_float32s_sum_like_float64('CL')
 
+def test_split_contractions_match():
+  device_checks.split_contractions_match('CL')
+
 def test_the_heuristics_chose_the_gpu_shapes():
   device_checks.the_heuristics_chose_the_gpu_shapes(devices.get('CL'))
 

@@ -471,6 +471,10 @@ def test_a_capped_grid_strides_over_work_groups_on_an_emulated_gpu(fake_gpu, mon
   got, want = device_checks.run_on(fake_gpu.name, f, rand(5, 300), rand(70, 40), rand(40, 70), rand(1 << 16))
   device_checks.assert_close(got, want, 1e-4, scale=10)
 
+@needs_nvrtc
+def test_split_contractions_on_an_emulated_gpu(fake_gpu):
+  device_checks.split_contractions_match(fake_gpu.name)
+
 @needs_gpu
 @pytest.mark.parametrize('m,n,k', device_checks.MATMUL_SIZES)
 def test_tiled_matmul_at_every_edge_on_the_gpu(m, n, k):
@@ -482,6 +486,7 @@ def test_the_gpu_shapes_on_the_gpu():
   device_checks.the_heuristics_chose_the_gpu_shapes(devices.get('CUDA'))
   device_checks.transposed_and_batched_matmuls('CUDA')
   device_checks.long_reductions_match('CUDA')
+  device_checks.split_contractions_match('CUDA')
   device_checks.a_million_float32s_sum_like_float64('CUDA', n=10_000_000)
 
 @needs_gpu

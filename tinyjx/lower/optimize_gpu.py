@@ -26,7 +26,10 @@ renderer (dialects.py) only writes out what is decided here. Every kernel gets o
   TM x TN tile of the output, each of its THREADS x THREADS threads a register tile of RM x RN results, and the
   contraction runs in steps of TK, staging a TK x TM slice of x and a TK x TN slice of y in local memory between two
   barriers. Any m, n, k: loads past an edge read zeros, stores past an edge are skipped. The register tiles add in
-  the operands' type (float32 as GPU BLAS libraries do).
+  the operands' type (float32 as GPU BLAS libraries do). A contraction with fewer tiles than SPREAD_POINTS and a long k (a
+  convolution's weight gradient: a small output summed over batch and image) is split first (`split_contraction`,
+  split-K): a tiled matmul over equal slices of k, the slice a batch axis, writes partial results, and the original
+  kernel adds each output's partials and applies its epilogue.
 Results do not depend on the launch: the grid, local size and the order of every sum are fixed here.
 """
 from __future__ import annotations
@@ -45,6 +48,8 @@ TWO_STAGE_MIN = 1 << 15    # a reduction at least this long to fewer than SPREAD
 SPREAD_POINTS = 128        # fewer work groups than this would leave most of a big GPU idle (an H200 has 132 SMs)
 PER_THREAD = 16            # elements each thread sums in the first stage of a two-stage reduction (at least)
 MAX_PARTIALS = 1024        # work groups of a first stage, at most
+SPLIT_K_MIN = 1 << 12      # a contraction at least this long over fewer tiles than SPREAD_POINTS is split (split-K)
+SLICE_MIN = 256            # contraction values in each slice of a split contraction, at least
 MATMUL_MIN_WORK = 1 << 12  # multiply-adds below which a sum of products stays a plain reduction
 MATMUL_MIN_K = 4           # a shorter contraction is an elementwise product: no tiles
 THREADS = 16               # a tiled matmul's group is THREADS x THREADS threads (8 x 8 on a small device)
@@ -258,7 +263,9 @@ def spread_reductions(st) -> None:
   only accumulations and stores below fewer than SPREAD_POINTS grid points) becomes two kernels on a grid device:
   many work groups per point, each thread summing a strided part and each group its threads' parts, write one
   partial result per group into a new intermediate buffer; then one group (or work item) per point combines that
-  point's partials and stores. In place on the `Lowering` `st` (its slots, kernels and schedule items)."""
+  point's partials and stores. Likewise a long contraction with few output tiles (a convolution's weight gradient:
+  a small output, a contraction over batch and image) is split into slices (`split_contraction`). In place on the
+  `Lowering` `st` (its slots, kernels and schedule items)."""
   from tinyjx.lower.schedule import KernelItem
   facts = device_facts(st.device)
   kernels, items, at = [], [], 0
@@ -268,6 +275,9 @@ def spread_reductions(st) -> None:
       at += 1
       if (found := few_long_reductions(k)) is not None:
         kernels.append(first_stage(k, *found, st, facts))
+        items.append(KernelItem([]))
+      elif (slices := slices_of(k, facts)) > 1:
+        kernels.append(split_contraction(k, slices, st))
         items.append(KernelItem([]))
       kernels.append(k)
     items.append(it)
@@ -329,6 +339,49 @@ def first_stage(k: Kernel, grid: list, stmts: list, st, facts: DeviceFacts) -> K
   k.args = sorted(k.args + list(partial.values()), key=lambda x: x.arg)
   return stage
 
+def slices_of(k: Kernel, facts: DeviceFacts) -> int:
+  """How many slices split-K cuts the contraction of `k` into: a sum of products with no batch axis (other than one of
+  size 1), fewer tiles than SPREAD_POINTS work groups and a contraction at least SPLIT_K_MIN long gets about
+  2 * SPREAD_POINTS groups in all, each slice at least SLICE_MIN long and all slices of one length; 1 (no split)
+  otherwise."""
+  if reads_own_output(k) or (found := sum_of_products(k)) is None or (found_sides := sides(found)) is None: return 1
+  iv, jv, bv, kv = found_sides[:4]
+  m, n, kn = (math.prod(v.arg[1] for v in vs) for vs in (iv, jv, kv))
+  tiles = tile_count(m, n, facts)
+  batch = math.prod(v.arg[1] for v in bv)
+  if batch > 1 or tiles >= SPREAD_POINTS or kn < SPLIT_K_MIN or m * n * kn < MATMUL_MIN_WORK: return 1
+  want = min(-(-2 * SPREAD_POINTS // tiles), kn // SLICE_MIN)
+  return next((d for d in range(want, 1, -1) if kn % d == 0), 1)
+
+def split_contraction(k: Kernel, slices: int, st) -> Kernel:
+  """Split-K: the kernel that sums the products of `k` over each of `slices` equal slices of its contraction into a
+  new intermediate buffer (slice-major, one partial per output point and slice; the slice is a batch axis of its
+  tiled matmul, so there are `slices` times as many work groups). `k` then adds each output point's partials and
+  stores as before (in place)."""
+  from tinyjx.lower.runtime import Slot
+  loops, red, acc, store, _, _ = sum_of_products(k)
+  sizes = [l.size for l in loops]
+  points, outer = math.prod(sizes), [l.var for l in loops]
+  taken = [l.var for l in walk(k.body) if isinstance(l, Loop)]
+  whole = flatten(red[0], taken)
+  kc = whole.size // slices
+  s = fresh_var(k.body, slices, taken)
+  taken.append(s)
+  kk = fresh_var(k.body, kc, taken)
+  taken.append(kk)
+  part = rewritten([Loop(kk, whole.body, acc=acc, serial=True)], {whole.var: sym.add(sym.mul(s, kc), kk)})
+  st.slots.append(Slot('tmp', (slices * points,), acc.dtype))
+  partial = UOp(Ops.DEFINE_GLOBAL, acc.dtype, (), len(st.slots) - 1)
+  body = [Decl(acc), *part, Store(partial, sym.add(sym.mul(s, points), flat_index(outer, sizes)), acc)]
+  for v in reversed([s] + outer): body = [Loop(v, body)]
+  reads = [x for x in k.args if x.arg not in k.outs]
+  stage = Kernel(k.name + "_split", body, sorted(reads + [partial], key=lambda x: x.arg), (partial.arg,), k.nodes)
+  p = fresh_var(k.body, slices, taken)
+  add = Update(acc, load(partial, sym.add(sym.mul(p, points), flat_index(outer, sizes))))
+  loops[-1].body = [Decl(acc), Loop(p, [add], acc=acc, serial=True), store]
+  k.args = sorted(k.args + [partial], key=lambda x: x.arg)
+  return stage
+
 def spread_of(k: Kernel) -> int:
   """How many work groups share each of `k`'s strided loops: 1, but in the first stage of a two-stage reduction
   (where the loop counted once per group would count each element that many times)."""
@@ -352,23 +405,39 @@ def sum_of_products(k: Kernel):
   if any(n.op is Ops.DEFINE_ACC for n in toposort([x, y])): return None
   return loops, red, acc, inner[2], x, y
 
-def tile_matmul(k: Kernel, facts: DeviceFacts) -> bool:
-  """Make `k` a grid of work groups each computing one output tile of a `TiledMatmul`, if it is a big enough sum of
-  products whose operands each miss some output axis. False (and `k` unchanged) otherwise."""
-  if (found := sum_of_products(k)) is None: return False
+def sides(found) -> tuple | None:
+  """(iv, jv, bv, kv, x, y) of a sum of products (`sum_of_products`): the output axes only x reads, those only y
+  reads, those both read (a batch) and the contraction axes, with x and y swapped so that the innermost output axis
+  is in jv (it runs along the threads' x); None where an operand reads every output axis."""
   loops, red, acc, store, x, y = found
   vx, vy, outer = sym.loop_vars(x), sym.loop_vars(y), [l.var for l in loops]
   iv = [v for v in outer if v in vx and v not in vy]
   jv = [v for v in outer if v in vy and v not in vx]
   bv = [v for v in outer if v not in iv and v not in jv]
-  if not iv or not jv: return False
-  if outer[-1] in iv: (x, y), (iv, jv) = (y, x), (jv, iv)    # the contiguous output axis runs along the threads' x
-  kv = [l.var for l in red]
+  if not iv or not jv: return None
+  if outer[-1] in iv: (x, y), (iv, jv) = (y, x), (jv, iv)
+  return iv, jv, bv, [l.var for l in red], x, y
+
+def matmul_threads(facts: DeviceFacts) -> int:
+  return THREADS if THREADS * THREADS <= facts.max_local else THREADS // 2
+
+def tile_count(m: int, n: int, facts: DeviceFacts) -> int:
+  """Work groups of a tiled m x n matmul."""
+  t = matmul_threads(facts)
+  return -(-m // (t * register_tile(m, t))) * -(-n // (t * register_tile(n, t)))
+
+def tile_matmul(k: Kernel, facts: DeviceFacts) -> bool:
+  """Make `k` a grid of work groups each computing one output tile of a `TiledMatmul`, if it is a big enough sum of
+  products whose operands each miss some output axis. False (and `k` unchanged) otherwise."""
+  if (found := sum_of_products(k)) is None or (found_sides := sides(found)) is None: return False
+  loops, red, acc, store = found[:4]
+  iv, jv, bv, kv, x, y = found_sides
   m, n, kn = (math.prod(v.arg[1] for v in vs) for vs in (iv, jv, kv))
   if m * n * kn < MATMUL_MIN_WORK or kn < MATMUL_MIN_K: return False
-  threads = THREADS if THREADS * THREADS <= facts.max_local else THREADS // 2
+  threads = matmul_threads(facts)
   rm, rn = register_tile(m, threads), register_tile(n, threads)
   if (rm + rn) * threads * TK * acc.dtype.itemsize > facts.local_memory: return False
+  outer = [l.var for l in loops]
   base = max(v.arg[0] for v in outer + kv) + 1
   ti, tj = sym.loop_var(base, -(-m // (threads * rm))), sym.loop_var(base + 1, -(-n // (threads * rn)))
   b = sym.loop_var(base + 2, math.prod(v.arg[1] for v in bv)) if bv else None
