@@ -430,3 +430,50 @@ def test_namespaces():
 def test_doctests():
   for module in (lax_linalg, linalg_decomp, sl):
     assert doctest.testmod(module, optionflags=doctest.ELLIPSIS).failed == 0, module.__name__
+
+
+# ---------------------------------------------------------------- complex Cholesky
+
+@pytest.mark.parametrize('n', [3, 40])
+def test_complex_cholesky_against_numpy(n):
+  """Hermitian positive-definite input, column-wise (n <= 32) and blocked: L @ L^H, upper and scipy's upper U^H U."""
+  rng = np.random.default_rng(n)
+  b = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
+  a = (b @ b.conj().T + n * np.eye(n)).astype(np.complex64)
+  want = np.linalg.cholesky(a.astype(np.complex128))
+  l = jnp.linalg.cholesky(jnp.asarray(a))
+  assert l.dtype == jnp.complex64
+  np.testing.assert_allclose(np.asarray(l), want, rtol=1e-5, atol=1e-5 * np.sqrt(n))
+  np.testing.assert_allclose(np.asarray(jnp.linalg.cholesky(jnp.asarray(a), upper=True)), want.conj().T,
+                             rtol=1e-5, atol=1e-5 * np.sqrt(n))
+  np.testing.assert_allclose(np.asarray(sl.cholesky(jnp.asarray(a))), want.conj().T, rtol=1e-5, atol=1e-5 * np.sqrt(n))
+
+def test_complex_cholesky_holomorphic_gradient_as_jax():
+  """The autodiff cookbook's example; JAX 0.10.2's result written in as data."""
+  A = jnp.array([[5., 2. + 3j, 5j], [2. - 3j, 7., 1. + 7j], [-5j, 1. - 7j, 12.]])
+  def f(X):
+    L = jnp.linalg.cholesky(X)
+    return jnp.sum((L - jnp.sin(L)) ** 2)
+  jax_says = np.array([[-0.75341904 + 0j, -3.0509028 - 10.940545j, 5.9896846 + 3.5423026j],
+                       [-3.0509028 + 10.940545j, -8.904491 + 0j, -5.1351523 - 6.559373j],
+                       [5.9896846 - 3.5423026j, -5.1351523 + 6.559373j, 0.01320427 + 0j]])
+  got = tinyjx.grad(f, holomorphic=True)(A)
+  assert got.dtype == jnp.complex64
+  np.testing.assert_allclose(np.asarray(got), jax_says, rtol=2e-5, atol=2e-6)
+
+def test_complex_cholesky_jvp_against_finite_differences():
+  rng = np.random.default_rng(7)
+  b = rng.standard_normal((4, 4)) + 1j * rng.standard_normal((4, 4))
+  a = jnp.asarray(b @ b.conj().T + 4 * np.eye(4), dtype=jnp.complex64)
+  t = rng.standard_normal((4, 4)) + 1j * rng.standard_normal((4, 4))
+  t = jnp.asarray(t + t.conj().T, dtype=jnp.complex64)          # a Hermitian direction
+  _, dl = tinyjx.jvp(jnp.linalg.cholesky, (a,), (t,))
+  eps = 1e-3
+  fd = (np.linalg.cholesky(np.asarray(a, np.complex128) + eps * np.asarray(t)) -
+        np.linalg.cholesky(np.asarray(a, np.complex128) - eps * np.asarray(t))) / (2 * eps)
+  np.testing.assert_allclose(np.asarray(dl), fd, rtol=2e-3, atol=2e-3)
+
+def test_other_decompositions_refuse_complex_with_the_fix():
+  a = jnp.eye(3, dtype=jnp.complex64)
+  with pytest.raises(TypeError, match="complex64 is not supported.*only cholesky"):
+    jnp.linalg.qr(a)

@@ -32,13 +32,14 @@ __all__ = ['cholesky', 'triangular_solve', 'lu', 'lu_pivots_to_permutation', 'qr
 
 # ---------------------------------------------------------------- argument checks and small helpers
 
-def as_float_matrix(x, fn: str, square: bool = True) -> Array:
-  """`x` as a float array of rank >= 2 (integers promote to the default float); square when `square`."""
+def as_float_matrix(x, fn: str, square: bool = True, complex_ok: bool = False) -> Array:
+  """`x` as a float (or, where `complex_ok`, complex) array of rank >= 2 (integers promote to the default float);
+  square when `square`."""
   x = jnp.asarray(x)
-  if x.dtype.kind not in 'fiub':
-    tip = " (complex matrices: only jnp.linalg.solve and inv take them)" if x.dtype.kind == 'c' else ""
+  if x.dtype.kind not in 'fiub' and not (complex_ok and x.dtype.kind == 'c'):
+    tip = (" (complex matrices: only cholesky, jnp.linalg.solve and inv take them)" if x.dtype.kind == 'c' else "")
     raise TypeError(f"{fn}: dtype {x.dtype} is not supported{tip}; convert the input to a float dtype")
-  if not dtypes.is_float(x.dtype): x = jnp.astype(x, dtypes.default_float())
+  if x.dtype.kind in 'iub': x = jnp.astype(x, dtypes.default_float())
   if x.ndim < 2 or (square and x.shape[-1] != x.shape[-2]):
     want = "a square matrix (..., n, n)" if square else "a matrix (..., m, n)"
     raise ValueError(f"{fn}: expected {want}, got shape {x.shape}; leading dims are batch dims"
@@ -46,6 +47,12 @@ def as_float_matrix(x, fn: str, square: bool = True) -> Array:
   return x
 
 def mT(x: Array) -> Array: return jnp.swapaxes(x, -1, -2)
+def mH(x: Array) -> Array: return jnp.conj(mT(x)) if x.dtype.kind == 'c' else mT(x)
+def conj(x: Array) -> Array: return jnp.conj(x) if x.dtype.kind == 'c' else x
+def pivot_sqrt(d: Array) -> Array:
+  """sqrt of a Cholesky pivot: of its real part (a Hermitian matrix's diagonal is real; rounding leaves an
+  imaginary part of a few ulps, which LAPACK drops too)."""
+  return jnp.sqrt(jnp.real(d)) if d.dtype.kind == 'c' else jnp.sqrt(d)
 def col(a: Array, j) -> Array: return dynamic_index_in_dim(a, j, axis=a.ndim - 1, keepdims=False)
 def row(a: Array, i) -> Array: return dynamic_index_in_dim(a, i, axis=a.ndim - 2, keepdims=False)
 def entry(v: Array, i) -> Array: return dynamic_index_in_dim(v, i, axis=v.ndim - 1, keepdims=False)
@@ -66,15 +73,15 @@ def safe_div(x: Array, d: Array) -> Array:
 
 def cholesky_columns(a: Array) -> Array:
   """Lower Cholesky factor by columns: step j scales column j by sqrt(a[j, j]) and subtracts its outer product
-  from the trailing matrix. Only the lower triangle of `a` is read."""
+  (with its conjugate, for a Hermitian `a`) from the trailing matrix. Only the lower triangle of `a` is read."""
   n = a.shape[-1]
   rows = jnp.arange(n)
   def step(j, l):
     c = col(l, j)
-    d = jnp.sqrt(entry(c, j))[..., None]
+    d = pivot_sqrt(entry(c, j))[..., None]
     c = jnp.where(rows > j, c / d, jnp.where(rows == j, d, 0))
     trailing = (rows[:, None] > j) & (rows[None, :] > j)
-    l = jnp.where(trailing, l - outer(c, c), l)
+    l = jnp.where(trailing, l - outer(c, conj(c)), l)
     return jnp.where(rows == j, c[..., :, None], l)
   return jnp.tril(fori_loop(0, n, step, jnp.tril(a)))
 
@@ -91,7 +98,7 @@ def cholesky_blocked(a: Array, b: int = BLOCK) -> Array:
     panel = factor_panel(dynamic_slice_in_dim(l, j0, b, axis=l.ndim - 1), j0, rows, cols)
     below = jnp.where((rows >= j0 + b)[:, None], panel, 0)
     trailing = (rows[:, None] >= j0 + b) & (rows[None, :] >= j0 + b)
-    l = jnp.where(trailing, l - below @ mT(below), l)
+    l = jnp.where(trailing, l - below @ mH(below), l)
     return dynamic_update_slice_in_dim(l, panel, j0, axis=l.ndim - 1)
   l = fori_loop(0, big // b, block, a)
   return jnp.tril(l[..., :n, :n])
@@ -101,11 +108,11 @@ def factor_panel(panel: Array, j0, rows: Array, cols: Array) -> Array:
   def step(jj, p):
     j = j0 + jj
     c = col(p, jj)
-    d = jnp.sqrt(entry(c, j))[..., None]
+    d = pivot_sqrt(entry(c, j))[..., None]
     c = jnp.where(rows > j, c / d, jnp.where(rows == j, d, 0))
     c_at_cols = dynamic_slice_in_dim(c, j0, cols.shape[0], axis=c.ndim - 1)   # c[j0 + jj'] for panel column jj'
     upd = (rows[:, None] > j) & (cols[None, :] > jj)
-    p = jnp.where(upd, p - outer(c, c_at_cols), p)
+    p = jnp.where(upd, p - outer(c, conj(c_at_cols)), p)
     return jnp.where(cols == jj, c[..., :, None], p)
   return fori_loop(0, cols.shape[0], step, panel)
 
@@ -118,23 +125,24 @@ def _cholesky(a):
 
 @_cholesky.defjvp
 def cholesky_jvp(primals, tangents):
-  """L' = L Phi(L^-1 A' L^-T), Phi taking the lower triangle with the diagonal halved."""
+  """L' = L Phi(L^-1 A' L^-H), Phi taking the lower triangle with the diagonal halved (L^-H: L^-T for real a)."""
   (a,), (da,) = primals, tangents
   l = _cholesky(a)
-  x = mT(_lower_solve(l, mT(_lower_solve(l, da))))           # L^-1 dA L^-T (dA symmetric)
+  x = mH(_lower_solve(l, mH(_lower_solve(l, da))))           # L^-1 dA L^-H
   phi = jnp.tril(x, -1) + 0.5 * x * jnp.eye(a.shape[-1], dtype=a.dtype)
   return l, l @ phi
 
 def cholesky(x, *, symmetrize_input: bool = True) -> Array:
-  """Lower Cholesky factor L of the symmetric positive-definite `x` (..., n, n): x = L @ L.T, as
-  `jax.lax.linalg.cholesky`. A matrix that is not positive definite gives NaNs (no error, as JAX).
+  """Lower Cholesky factor L of the symmetric (complex: Hermitian) positive-definite `x` (..., n, n): x = L @ L.T
+  (L @ L.conj().T), as `jax.lax.linalg.cholesky`. A matrix that is not positive definite gives NaNs (no error, as
+  JAX).
 
   >>> import tinyjx.numpy as jnp; from tinyjx import lax
   >>> lax.linalg.cholesky(jnp.array([[4., 2.], [2., 5.]])).tolist()
   [[2.0, 0.0], [1.0, 2.0]]
   """
-  a = as_float_matrix(x, "cholesky")
-  if symmetrize_input: a = (a + mT(a)) / 2
+  a = as_float_matrix(x, "cholesky", complex_ok=True)
+  if symmetrize_input: a = (a + mH(a)) / 2
   return _cholesky(a)
 
 # ---------------------------------------------------------------- triangular solves

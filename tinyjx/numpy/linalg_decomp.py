@@ -38,16 +38,16 @@ class SVDResult(NamedTuple):
   Vh: Array
 
 def cholesky(a, *, upper: bool = False, symmetrize_input: bool = True) -> Array:
-  """Cholesky factor of the symmetric positive-definite a (..., n, n): lower L with a = L @ L.T (`upper=True`:
-  U = L.T, a = U.T @ U). Not positive definite: NaNs, as JAX.
+  """Cholesky factor of the symmetric (complex: Hermitian) positive-definite a (..., n, n): lower L with
+  a = L @ L^H (`upper=True`: U = L^H, a = U^H @ U); L^H is L.T for real a. Not positive definite: NaNs, as JAX.
 
   >>> import tinyjx.numpy as jnp
   >>> jnp.linalg.cholesky(jnp.array([[4., 2.], [2., 5.]])).tolist()
   [[2.0, 0.0], [1.0, 2.0]]
   """
   check_arraylike("jnp.linalg.cholesky", a)
-  l = ll.cholesky(as_float_matrix(a, "jnp.linalg.cholesky"), symmetrize_input=symmetrize_input)
-  return mT(l) if upper else l
+  l = ll.cholesky(as_float_matrix(a, "jnp.linalg.cholesky", complex_ok=True), symmetrize_input=symmetrize_input)
+  return ll.mH(l) if upper else l
 
 def solve_operands(a, b, fn: str) -> tuple[Array, Array, bool]:
   """(a, b as (..., n, k), whether b was a vector) in one float dtype; numpy's rule: only a 1-D b is a vector."""

@@ -16,15 +16,15 @@ __all__ = ['cholesky', 'cho_factor', 'cho_solve', 'solve_triangular', 'solve', '
            'lu_solve', 'qr', 'eigh', 'svd']
 
 def cholesky(a, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Array:
-  """Cholesky factor of the symmetric positive-definite a (..., n, n): upper U with a = U.T @ U, or lower L with
-  a = L @ L.T when `lower=True`.
+  """Cholesky factor of the symmetric (complex: Hermitian) positive-definite a (..., n, n): upper U with
+  a = U^H @ U, or lower L with a = L @ L^H when `lower=True` (^H: the transpose, conjugated for complex a).
 
   >>> import tinyjx.numpy as jnp, tinyjx.scipy.linalg
   >>> tinyjx.scipy.linalg.cholesky(jnp.array([[4., 2.], [2., 5.]])).tolist()
   [[2.0, 1.0], [0.0, 2.0]]
   """
-  l = ll.cholesky(as_float_matrix(a, "scipy.linalg.cholesky"))
-  return l if lower else mT(l)
+  l = ll.cholesky(as_float_matrix(a, "scipy.linalg.cholesky", complex_ok=True))
+  return l if lower else ll.mH(l)
 
 def cho_factor(a, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> tuple[Array, bool]:
   """(c, lower) for `cho_solve`: c is the Cholesky factor (upper unless `lower`), zeros in the other triangle.
