@@ -23,7 +23,7 @@ path and version, flags, host CPU); a corrupt or unsafe entry is rebuilt. The so
 array([0., 1., 2.], dtype=float32)
 """
 from __future__ import annotations
-import ctypes, hashlib, os, platform, re, shutil, subprocess, tempfile, threading, time
+import ctypes, hashlib, json, os, platform, re, shutil, subprocess, tempfile, threading, time
 from functools import lru_cache
 import numpy as np
 from tinyjx import settings as config
@@ -51,9 +51,32 @@ def find_compiler() -> str:
                         "`xcode-select --install`), or run on the reference interpreter with TINYJX_DEVICE=PYTHON.")
 
 @lru_cache(None)
-def compiler_version(cc: str) -> str:
+def compiler_facts(cc: str) -> dict:
+  """What tinyjx asks the compiler before it builds anything: the first line of `cc --version` and the predefined
+  macros (`workarounds` reads them). Remembered in the cache directory per compiler binary (its real path, size,
+  inode and modification time: an upgrade changes them), so a process that finds its libraries in the cache starts
+  no compiler process at all."""
+  real = os.path.realpath(cc)
+  try:
+    st = os.stat(real)
+    ident = f"{real}|{st.st_size}|{st.st_ino}|{st.st_mtime_ns}"
+  except OSError:
+    ident = real
+  memo = os.path.join(diskcache.cache_dir(), f"compiler-{hashlib.sha256(ident.encode()).hexdigest()[:16]}.json")
+  if diskcache.safe_file(memo):
+    try:
+      with open(memo) as f: facts = json.load(f)
+      if isinstance(facts, dict) and all(isinstance(facts.get(k), str) for k in ('version', 'macros')): return facts
+    except (OSError, ValueError):
+      pass   # unreadable or damaged: asked again and written anew
   out = subprocess.run([cc, '--version'], capture_output=True, text=True)
-  return (out.stdout or out.stderr).splitlines()[0] if (out.stdout or out.stderr) else 'unknown'
+  text = out.stdout or out.stderr
+  facts = {'version': text.splitlines()[0] if text else 'unknown',
+           'macros': subprocess.run([cc, '-dM', '-E', '-x', 'c', os.devnull], capture_output=True, text=True).stdout}
+  diskcache.atomic_write(memo, json.dumps(facts).encode())
+  return facts
+
+def compiler_version(cc: str) -> str: return compiler_facts(cc)['version']
 
 @lru_cache(None)
 def host_cpu() -> str:
@@ -82,7 +105,7 @@ def workarounds(cc: str) -> list:
   vectorizes them with AVX-512VL masks (found by the differential tests): before GCC 13 the vectorizer gets
   no AVX-512, and only the matmul micro-kernel (explicit vectors, nothing for the vectorizer to mask) uses
   it, where the host has it."""
-  macros = subprocess.run([cc, '-dM', '-E', '-x', 'c', os.devnull], capture_output=True, text=True).stdout
+  macros = compiler_facts(cc)['macros']
   gnuc = re.search(r'#define __GNUC__ (\d+)', macros)
   if '__clang__' in macros or gnuc is None or '__x86_64__' not in macros or int(gnuc.group(1)) >= 13: return []
   return ['-mno-avx512f'] + (['-DTJX_AVX512_MICROKERNEL'] if ' avx512f ' in host_cpu() + ' ' else [])
@@ -113,7 +136,7 @@ def cache_key(source: str, cc: str, flags: tuple) -> str:
   text = "\0".join([source, cc, compiler_version(cc), " ".join(flags), host_cpu()])
   return hashlib.sha256(text.encode()).hexdigest()[:32]
 
-def load_library(source: str) -> ctypes.CDLL:
+def load_library(source: str) -> 'Library':
   """The shared library built from `source` (from memory, from the disk cache, or compiled now). Threads of one
   process take turns (`_lock`); processes compiling the same source take turns on the entry's lock, so it is built
   once. A new entry can evict old ones (`diskcache.evict`), never a library this process has loaded.
@@ -126,8 +149,68 @@ def load_library(source: str) -> ctypes.CDLL:
   key = cache_key(source, cc, flags)
   if key in _loaded: return _loaded[key]
   with _lock:
-    if key not in _loaded: _loaded[key] = _load_or_build(cc, flags, source, key)
+    if key not in _loaded: _loaded[key] = _library(cc, flags, source, key)
     return _loaded[key]
+
+# --- tiers: a big program not in the cache is built quickly first, and optimized while it runs ---
+QUICK_LEVEL = '-O1'       # about half the compiler's time of -O3; kernels run up to a third slower
+TIER_MIN_CHARS = 20000    # kernel text from which a cold build goes through the quick tier first
+_upgrades: list = []      # the threads building optimized libraries now
+
+def _library(cc: str, flags: tuple, source: str, key: str) -> 'Library':
+  """The library of `source`: the optimized build from the cache, or for a big program not there yet a quick build
+  (cached under its own flags) whose entry points `Library.upgrade` moves to the optimized build once a background
+  thread has made it. The thread is not a daemon: a process that exits first waits for it, so the cache is left
+  whole (the next process starts on the optimized build) and no half-built file is left behind."""
+  so = os.path.join(diskcache.cache_dir(), key + '.so')
+  lib = _load_checked(so)
+  if lib is not None or UNIT not in source or len(source) - source.find(UNIT) < TIER_MIN_CHARS:
+    return Library(lib if lib is not None else _load_or_build(cc, flags, source, key), final=True)
+  quick = tuple(QUICK_LEVEL if f == '-O3' else f for f in flags)
+  quick_key = cache_key(source, cc, quick)
+  library = Library(_load_or_build(cc, quick, source, quick_key), final=False)
+  _loaded[quick_key] = library      # kept from eviction as long as this process may run it
+  thread = threading.Thread(target=_upgrade, args=(library, cc, flags, source, key, config.scoped()),
+                            name='tinyjx-optimize')
+  _upgrades.append(thread)
+  thread.start()
+  return library
+
+def _upgrade(library: 'Library', cc: str, flags: tuple, source: str, key: str, scoped: dict) -> None:
+  try:
+    with config.Context(**scoped):   # the caller's settings (its cache directory)
+      library.upgrade(_load_or_build(cc, flags, source, key))
+  except Exception:     # (a compiler that fails at -O3 and not at -O1): the quick build goes on serving
+    pass
+  finally:
+    _upgrades.remove(threading.current_thread())
+
+def finish_upgrades() -> None:
+  """Wait until every optimized build this process started is done and in use (benchmarks call this before timing
+  steady state).
+
+  >>> finish_upgrades()
+  """
+  for thread in list(_upgrades): thread.join()
+
+class Library:
+  """A loaded shared library whose entry points, once `load`ed, can be moved to a better build of the same source:
+  `getattr(library, name)` is the symbol in the current build; `programs` remembers what `load` made until then.
+  `final`: this is the build the library keeps (no upgrade is coming)."""
+  def __init__(self, cdll: ctypes.CDLL, final: bool):
+    self.cdll, self.programs, self.lock, self.final = cdll, [], threading.Lock(), final
+  def __getattr__(self, name: str): return getattr(self.cdll, name)
+  def program(self, entry: str) -> 'CProgram':
+    with self.lock:
+      p = CProgram(getattr(self.cdll, entry), self.cdll.tjx_set_threads)
+      if not self.final: self.programs.append((p, entry))
+      return p
+  def upgrade(self, cdll: ctypes.CDLL) -> None:
+    """Run the build `cdll` from now on: each program's next launch calls it (a launch under way finishes in the old
+    build, which stays mapped)."""
+    with self.lock:
+      for p, entry in self.programs: p.fn, p.set_threads = getattr(cdll, entry), cdll.tjx_set_threads
+      self.cdll, self.programs, self.final = cdll, [], True
 
 def _load_or_build(cc: str, flags: tuple, source: str, key: str) -> ctypes.CDLL:
   d = diskcache.cache_dir()
@@ -152,19 +235,58 @@ def _load_checked(so: str):
     return None
 
 def _build(cc: str, flags: tuple, source: str, so: str) -> None:
-  """Compile `source` into the cache entry `so` (the caller holds its `diskcache.entry_lock`)."""
+  """Compile `source` into the cache entry `so` (the caller holds its `diskcache.entry_lock`): in parallel pieces
+  where it is big enough to gain from that (`split_units`), else, or when a piece fails, as one translation unit,
+  whose errors point at the kept source."""
   c_path = so[:-3] + '.c'
   diskcache.atomic_write(c_path, source.encode())
   fd, tmp = tempfile.mkstemp(dir=os.path.dirname(so), prefix='.tmp-', suffix='.so')
   os.close(fd)
   try:
-    res = subprocess.run([cc, *flags, c_path, '-o', tmp, '-lm'], capture_output=True, text=True)
-    if res.returncode != 0:
-      raise CompileError(f"the C compiler failed on generated kernel source ({c_path}):\n{res.stderr.strip()}\n"
-                         f"command: {cc} {' '.join(flags)} {c_path} -o {so} -lm")
+    units = split_units(source, compile_jobs())
+    if len(units) < 2 or not _build_units(cc, flags, units, tmp):
+      res = subprocess.run([cc, *flags, c_path, '-o', tmp, '-lm'], capture_output=True, text=True)
+      if res.returncode != 0:
+        raise CompileError(f"the C compiler failed on generated kernel source ({c_path}):\n{res.stderr.strip()}\n"
+                           f"command: {cc} {' '.join(flags)} {c_path} -o {so} -lm")
     diskcache.install(tmp, so)
   finally:
     if os.path.exists(tmp): os.unlink(tmp)
+
+UNIT = "/* tjx:unit */"    # tinyjx.lower.render.UNIT: the renderer's cut points (the device layer does not import lower)
+SPLIT_MIN_CHARS = 12000    # below this much kernel text one compiler call is quicker than several and a link
+
+def compile_jobs() -> int:
+  """How many compiler processes one build runs at once: the cores this process may use."""
+  return len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (os.cpu_count() or 1)
+
+def split_units(source: str, jobs: int) -> list[str]:
+  """`source` as up to `jobs` translation units of about equal size, each the common prelude (the text before the
+  first `UNIT` mark) plus some of the pieces between the marks; `[source]` when it has no marks, one job, or too
+  little kernel text to be worth it. A piece is a kernel with its entry, or the program's entries, which reach the
+  kernels through declared entries only, so the pieces link in any grouping."""
+  head, *pieces = source.split(UNIT)
+  if jobs < 2 or len(pieces) < 2 or len(source) - len(head) < SPLIT_MIN_CHARS: return [source]
+  groups: list = [[0, []] for _ in range(min(jobs, len(pieces)))]
+  for piece in sorted(pieces, key=len, reverse=True):   # the longest first, each to the lightest unit so far
+    lightest = min(groups, key=lambda g: g[0])
+    lightest[0] += len(piece)
+    lightest[1].append(piece)
+  return [head + "".join(UNIT + piece for piece in g[1]) for g in groups]
+
+def _build_units(cc: str, flags: tuple, units: list, so: str) -> bool:
+  """Compile `units` to objects, all at once, and link them into `so`; False when any step fails."""
+  compile_flags = [f for f in flags if f != '-shared']
+  with tempfile.TemporaryDirectory(dir=os.path.dirname(so), prefix='.tmp-units-') as d:
+    procs, objs = [], []
+    for i, text in enumerate(units):
+      src, obj = os.path.join(d, f'u{i}.c'), os.path.join(d, f'u{i}.o')
+      with open(src, 'w') as f: f.write(text)
+      procs.append(subprocess.Popen([cc, *compile_flags, '-c', src, '-o', obj], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL))
+      objs.append(obj)
+    if any(p.wait() != 0 for p in procs): return False
+    return subprocess.run([cc, *flags, *objs, '-o', so, '-lm'], capture_output=True).returncode == 0
 
 # --- the device ---
 class CPUDevice(Backend):
@@ -185,10 +307,10 @@ class CPUDevice(Backend):
     np.copyto(handle[offset:offset + host.nbytes], host.reshape(-1).view(np.uint8))
   def copy_out(self, handle: np.ndarray, host: np.ndarray, offset: int = 0) -> None:
     np.copyto(host.reshape(-1).view(np.uint8), handle[offset:offset + host.nbytes])
-  def compile(self, source: str) -> ctypes.CDLL:
-    """A loaded shared library built from C `source` (through the disk cache)."""
+  def compile(self, source: str) -> 'Library':
+    """A loaded shared library built from C `source` (through the disk cache; a big cold program in two tiers)."""
     return load_library(source)
-  def load(self, binary: ctypes.CDLL, entry: str): return CProgram(getattr(binary, entry), binary.tjx_set_threads)
+  def load(self, binary: 'Library', entry: str) -> 'CProgram': return binary.program(entry)
 
   def arguments(self, count: int, handles: dict, base=None):
     """A ctypes table of pointers. A run builds its table before it launches anything, so the thread count of
