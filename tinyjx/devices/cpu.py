@@ -14,7 +14,13 @@ back to `-fopenmp-simd` and then to no OpenMP; always `-fwrapv` (integer overflo
 `-fno-math-errno` and `-fno-trapping-math` (neither changes a value; they let conditional code vectorize).
 Libraries live in the per-user cache (`diskcache`): `<key>.so` with its checksum, key = sha256(source, compiler
 path and version, flags, host CPU); a corrupt or unsafe entry is rebuilt. The source of every build is kept as
-`<key>.c` next to it, so a compiler error can point at it.
+`<key>.c` next to it, so a compiler error can point at it. What the compiler says about itself (version, macros) is
+remembered there too, so a process whose libraries are all cached starts no compiler.
+
+Compile time: a big source is cut at the renderer's unit marks into as many translation units as there are cores,
+compiled at once and linked (`split_units`); a big program that is not in the cache is built at -O1 first (about
+half the compiler's time), and only when it runs a second time does a background thread build it at -O3 and move
+its entry points there (`Library`): one-off programs stay cheap, training steps end up optimized.
 
 >>> import numpy as np, tinyjx
 >>> from tinyjx import devices
@@ -152,28 +158,27 @@ def load_library(source: str) -> 'Library':
     if key not in _loaded: _loaded[key] = _library(cc, flags, source, key)
     return _loaded[key]
 
-# --- tiers: a big program not in the cache is built quickly first, and optimized while it runs ---
-QUICK_LEVEL = '-O1'       # about half the compiler's time of -O3; kernels run up to a third slower
+# --- tiers: a big program not in the cache is built quickly first, and optimized once it runs again ---
+QUICK_LEVEL = '-O1'       # about half the compiler's time of -O3; kernels that lean on the vectorizer run slower
 TIER_MIN_CHARS = 20000    # kernel text from which a cold build goes through the quick tier first
 _upgrades: list = []      # the threads building optimized libraries now
+_pending: list = []       # quick builds whose optimized build has not started
 
 def _library(cc: str, flags: tuple, source: str, key: str) -> 'Library':
   """The library of `source`: the optimized build from the cache, or for a big program not there yet a quick build
-  (cached under its own flags) whose entry points `Library.upgrade` moves to the optimized build once a background
-  thread has made it. The thread is not a daemon: a process that exits first waits for it, so the cache is left
+  (cached under its own flags). A program run once (an evaluation, an initialization) keeps the quick build; when
+  one of its entries runs a second time, a background thread makes the optimized build and `Library.upgrade` moves
+  the entries to it. The thread is not a daemon: a process that exits first waits for it, so the cache is left
   whole (the next process starts on the optimized build) and no half-built file is left behind."""
   so = os.path.join(diskcache.cache_dir(), key + '.so')
   lib = _load_checked(so)
   if lib is not None or UNIT not in source or len(source) - source.find(UNIT) < TIER_MIN_CHARS:
-    return Library(lib if lib is not None else _load_or_build(cc, flags, source, key), final=True)
+    return Library(lib if lib is not None else _load_or_build(cc, flags, source, key))
   quick = tuple(QUICK_LEVEL if f == '-O3' else f for f in flags)
   quick_key = cache_key(source, cc, quick)
-  library = Library(_load_or_build(cc, quick, source, quick_key), final=False)
+  library = Library(_load_or_build(cc, quick, source, quick_key), (cc, flags, source, key, config.scoped()))
   _loaded[quick_key] = library      # kept from eviction as long as this process may run it
-  thread = threading.Thread(target=_upgrade, args=(library, cc, flags, source, key, config.scoped()),
-                            name='tinyjx-optimize')
-  _upgrades.append(thread)
-  thread.start()
+  _pending.append(library)
   return library
 
 def _upgrade(library: 'Library', cc: str, flags: tuple, source: str, key: str, scoped: dict) -> None:
@@ -186,31 +191,42 @@ def _upgrade(library: 'Library', cc: str, flags: tuple, source: str, key: str, s
     _upgrades.remove(threading.current_thread())
 
 def finish_upgrades() -> None:
-  """Wait until every optimized build this process started is done and in use (benchmarks call this before timing
-  steady state).
+  """Build every optimized library this process has a quick build of, and wait until all are in use (benchmarks
+  call this before timing steady state).
 
   >>> finish_upgrades()
   """
+  for library in list(_pending): library.start_upgrade()
   for thread in list(_upgrades): thread.join()
 
 class Library:
   """A loaded shared library whose entry points, once `load`ed, can be moved to a better build of the same source:
-  `getattr(library, name)` is the symbol in the current build; `programs` remembers what `load` made until then.
-  `final`: this is the build the library keeps (no upgrade is coming)."""
-  def __init__(self, cdll: ctypes.CDLL, final: bool):
-    self.cdll, self.programs, self.lock, self.final = cdll, [], threading.Lock(), final
+  `getattr(library, name)` is the symbol in the current build, `program(entry)` a launchable entry. `pending` is
+  what building the better one needs (None: this build is final); `programs` the entries loaded until then."""
+  def __init__(self, cdll: ctypes.CDLL, pending: tuple | None = None):
+    self.cdll, self.pending, self.programs, self.lock = cdll, pending, [], threading.Lock()
+  @property
+  def final(self) -> bool: return self.pending is None
   def __getattr__(self, name: str): return getattr(self.cdll, name)
   def program(self, entry: str) -> 'CProgram':
     with self.lock:
-      p = CProgram(getattr(self.cdll, entry), self.cdll.tjx_set_threads)
+      p = CProgram(getattr(self.cdll, entry), self.cdll.tjx_set_threads, None if self.final else self)
       if not self.final: self.programs.append((p, entry))
       return p
+  def start_upgrade(self) -> None:
+    """Start building the optimized library in a background thread (once)."""
+    with self.lock:
+      if self not in _pending: return
+      _pending.remove(self)
+      thread = threading.Thread(target=_upgrade, args=(self, *self.pending), name='tinyjx-optimize')
+      _upgrades.append(thread)
+    thread.start()
   def upgrade(self, cdll: ctypes.CDLL) -> None:
     """Run the build `cdll` from now on: each program's next launch calls it (a launch under way finishes in the old
     build, which stays mapped)."""
     with self.lock:
-      for p, entry in self.programs: p.fn, p.set_threads = getattr(cdll, entry), cdll.tjx_set_threads
-      self.cdll, self.programs, self.final = cdll, [], True
+      for p, entry in self.programs: p.fn, p.set_threads, p.library = getattr(cdll, entry), cdll.tjx_set_threads, None
+      self.cdll, self.programs, self.pending = cdll, [], None
 
 def _load_or_build(cc: str, flags: tuple, source: str, key: str) -> ctypes.CDLL:
   d = diskcache.cache_dir()
@@ -326,6 +342,9 @@ class CPUDevice(Backend):
       program.set_threads(int(_threads[1]))
       _threads[0] = _threads[1]
     program.fn(args)
+    if program.library is not None:   # a quick build: its second run shows the program is not a one-off
+      program.runs += 1
+      if program.runs == 2: program.library.start_upgrade()
 
   def from_numpy(self, data: np.ndarray, dtype) -> NumpyBuffer:
     """A buffer holding `data` (already in `dtype`'s storage type; callers pass arrays nobody mutates later): no
@@ -348,9 +367,11 @@ def address(a: np.ndarray) -> int:
     return a.ctypes.data
 
 class CProgram:
-  """A loaded entry point and the library's thread-count setter."""
-  __slots__ = ('fn', 'set_threads')
-  def __init__(self, fn, set_threads): self.fn, self.set_threads = fn, set_threads
+  """A loaded entry point and the library's thread-count setter; `library` is its quick build's Library until the
+  optimized build replaces it (None after, and for a final build), `runs` counts its launches until then."""
+  __slots__ = ('fn', 'set_threads', 'library', 'runs')
+  def __init__(self, fn, set_threads, library=None): self.fn, self.set_threads, self.library, self.runs = \
+    fn, set_threads, library, 0
 
 @lru_cache(None)
 def _tables(count: int): return ctypes.c_void_p * max(count, 1)
