@@ -333,7 +333,13 @@ class CPUDevice(Backend):
     its kernels is chosen here, once per run."""
     table = type(base).from_buffer_copy(base) if base is not None else _tables(count)()
     for slot, h in handles.items():
-      table[slot] = address(h[0]) + h[1] if type(h) is tuple else address(h)
+      if type(h) is tuple:
+        table[slot] = address(h[0]) + h[1]
+        continue
+      try:   # address(h), inline: this loop is on the path of every jit call
+        table[slot] = ctypes.addressof(ctypes.c_char.from_buffer(h))
+      except (TypeError, ValueError, BufferError):
+        table[slot] = h.ctypes.data
     _threads[1] = config.get('TINYJX_THREADS') or thread_count()
     return table
 

@@ -220,7 +220,7 @@ class Executable:
       self._template, self._lock
     outs = [(ref, self.slots[ref].shape, dt) for _, ref, dt in prog.out_plan]
     arguments, launch, name = dev.arguments, dev.launch, dev.name
-    n_kernels, flops, nbytes = len(prog.kernels), prog.flops, prog.nbytes
+    counts = (('kernels', len(prog.kernels)), ('flops', prog.flops), ('bytes', prog.nbytes))
     def run(inputs: list):
       handles = {}
       for slot, buf in zip(ins, inputs):
@@ -235,7 +235,7 @@ class Executable:
         dev.synchronize()
       finally:
         lock.release()
-      counters.add('kernels', n_kernels); counters.add('flops', flops); counters.add('bytes', nbytes)
+      counters.add_many(counts)
       return results
     return run
 

@@ -190,8 +190,12 @@ def replay_key(args: tuple, kwargs: dict) -> tuple | None:
   call. Everything `bind` puts in a key is in it or fixed by it: the argument structure (the count of positional
   arrays, or the treedef), and per leaf its shape, device, dtype and weak type. The device the call runs on and the
   codegen knobs follow from those and the settings epoch."""
-  key, leaves, bufs = [len(args)], args, []
-  if kwargs or not all(type(a) is Array for a in args):
+  key, leaves, bufs, flat = [len(args)], args, [], not kwargs
+  for a in args:
+    if type(a) is not Array:   # a pytree (or not an array at all): flattened below
+      flat = False
+      break
+  if not flat:
     leaves, treedef = tree_util.tree_flatten((args, kwargs))
     key[0] = treedef
   for x in leaves:
