@@ -100,9 +100,8 @@ def jax_cnn(params, stats, x, train):
     n = h.size // h.shape[1]
     new[name] = {'mean': 0.9 * stats[name]['mean'] + 0.1 * jax.lax.stop_gradient(mean),
                  'var': 0.9 * stats[name]['var'] + 0.1 * jax.lax.stop_gradient(var) * n / (n - 1)}
-    p = params[name]
-    return ((h - mean[None, :, None, None]) * jax.lax.rsqrt(var[None, :, None, None] + 1e-5) * p['g'][None, :, None, None]
-            + p['b'][None, :, None, None])
+    p, c = params[name], (None, slice(None), None, None)
+    return (h - mean[c]) * jax.lax.rsqrt(var[c] + 1e-5) * p['g'][c] + p['b'][c]
   def pool(h): return jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 1, 2, 2), (1, 1, 2, 2), 'VALID')
   new: dict = {}
   h = x.astype(jnp.float32) * (1.0 / 255.0)

@@ -216,14 +216,15 @@ def test_parallel_units_give_the_same_results(cpu, fresh_cache, monkeypatch):
 
 def test_a_unit_that_fails_falls_back_to_one_unit_and_its_error(cpu, fresh_cache, monkeypatch):
   monkeypatch.setattr(comp, 'SPLIT_MIN_CHARS', 0)
-  src = f"int tjx_a(void) {{ return 1; }}\n{comp.UNIT}\nint tjx_b(void) {{ return 2; }}\n{comp.UNIT}\nint tjx_c(void) {{ syntax error }}\n"
+  src = (f"int tjx_a(void) {{ return 1; }}\n{comp.UNIT}\nint tjx_b(void) {{ return 2; }}\n{comp.UNIT}\n"
+         "int tjx_c(void) { syntax error }\n")
   with pytest.raises(comp.CompileError, match=r"\.c\)"):
     comp.load_library(src)
   ok = src.replace("syntax error", "return 3;")
   lib = comp.load_library(ok)
   assert (lib.tjx_a(), lib.tjx_b(), lib.tjx_c()) == (1, 2, 3)
 
-def test_a_cold_big_program_runs_its_quick_build_until_it_runs_again_and_the_optimized_one_is_done(cpu, fresh_cache, monkeypatch):
+def test_a_cold_big_program_runs_its_quick_build_until_it_runs_again(cpu, fresh_cache, monkeypatch):
   monkeypatch.setattr(comp, 'TIER_MIN_CHARS', 0)
   x = np.random.default_rng(1).standard_normal((12, 8)).astype(np.float32)   # a program no other test compiled
   f = tinyjx.jit(many_kernels)

@@ -187,6 +187,7 @@ def test_replay_of_pytrees_keys_on_structure():
   f = tinyjx.jit(lambda d: {k: v * 2 for k, v in d.items()})
   a, b = arr(3), arr(3, seed=1)
   hot(f, {'a': a, 'b': b})
+  assert tinyjx.transforms.jit.replay_key(({'a': b, 'b': a},), {})[0] in f._cache.replays
   out = f({'a': b, 'b': a})
   close(out['a'], np.asarray(b) * 2); close(out['b'], np.asarray(a) * 2)
   with counters.measure() as c: out = f({'a': a, 'c': b})     # a new key: a new structure

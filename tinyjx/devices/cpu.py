@@ -269,7 +269,7 @@ def _build(cc: str, flags: tuple, source: str, so: str) -> None:
   finally:
     if os.path.exists(tmp): os.unlink(tmp)
 
-UNIT = "/* tjx:unit */"    # tinyjx.lower.render.UNIT: the renderer's cut points (the device layer does not import lower)
+UNIT = "/* tjx:unit */"    # lower.render.UNIT, the renderer's cut points (the device layer does not import lower)
 SPLIT_MIN_CHARS = 12000    # below this much kernel text one compiler call is quicker than several and a link
 
 def compile_jobs() -> int:

@@ -190,7 +190,7 @@ def replay_key(args: tuple, kwargs: dict) -> tuple | None:
   call. Everything `bind` puts in a key is in it or fixed by it: the argument structure (the count of positional
   arrays, or the treedef), and per leaf its shape, device, dtype and weak type. The device the call runs on and the
   codegen knobs follow from those and the settings epoch."""
-  key, leaves, bufs, flat = [len(args)], args, [], not kwargs
+  key, leaves, flat = [len(args)], args, not kwargs
   for a in args:
     if type(a) is not Array:   # a pytree (or not an array at all): flattened below
       flat = False
@@ -198,6 +198,11 @@ def replay_key(args: tuple, kwargs: dict) -> tuple | None:
   if not flat:
     leaves, treedef = tree_util.tree_flatten((args, kwargs))
     key[0] = treedef
+  return _leaves_key(key, leaves)
+
+def _leaves_key(key: list, leaves) -> tuple | None:
+  """`replay_key`'s per-leaf part, appended to `key` (which holds the structure)."""
+  bufs = []
   for x in leaves:
     if type(x) is not Array or (b := x.realized_buffer()) is None: return None
     key.append((b.shape, b.device, b.dtype, x.weak))
@@ -205,8 +210,9 @@ def replay_key(args: tuple, kwargs: dict) -> tuple | None:
   return tuple(key), bufs
 
 def _replayer(entry: _Entry, runner):
-  """The hit path of one cache entry: `replay(leaves)` runs the executable's direct runner on the leaves' buffers and
-  returns the outputs as `_execute` does (Arrays whose node is made when first needed), or None when the runner declines (then `_execute` runs the call)."""
+  """The hit path of one cache entry: `replay(buffers)` runs the executable's direct runner on the leaves' buffers
+  and returns the outputs as `_execute` does (Arrays whose node is made when first needed), or None when the runner
+  declines (then the call takes the full path)."""
   out_weak, out_tree = entry.jaxpr.out_weak, entry.jaxpr.out_tree
   single = out_tree == tree_util.tree_structure(0)
   def replay(inputs: list):
@@ -260,10 +266,10 @@ class JitFunction:
     call = self.bind(args, kwargs, tracing.aval_of)
     entry = self._entry(call)
     out = self._execute(entry, call)
-    self._learn_replay(entry, call, args, kwargs)
+    self._learn_replay(entry, call, args)
     return out
 
-  def _learn_replay(self, entry: _Entry, call: _Call, args: tuple, kwargs: dict) -> None:
+  def _learn_replay(self, entry: _Entry, call: _Call, args: tuple) -> None:
     """After a call through `bind`: enter it in the hit path's table when a later call with the same `replay_key`
     would do the same work, skipping the binding and the checks (see `replay_key` and `Executable.direct_runner`).
     Not for static arguments (their values key the cache), inside a Context (its knobs are this thread's), while
@@ -271,7 +277,8 @@ class JitFunction:
     epoch = settings.epoch()
     if epoch is None or self.static_argnums or self.static_argnames or entry.exe is None: return
     if settings.get('DEBUG') or settings.get('NOJIT'): return
-    found = replay_key(args, kwargs)
+    flat = call.treedef is _positional_treedef(len(call.args))   # what bind found (no flattening again)
+    found = _leaves_key([len(args) if flat else call.treedef], call.leaves)
     runner = getattr(entry.exe, 'direct_runner', None)
     if found is None or runner is None or any(b.device != call.device.name for b in found[1]): return
     runner = runner()
