@@ -295,7 +295,8 @@ class Executable:
     lines = [f"Executable on {self.device.name}: {len(self.kernels)} kernels, {len(self.steps)} steps, "
              f"{self.n_intermediates} intermediate buffers ({self.arena_bytes} bytes of arena)"]
     for i, k in enumerate(self.kernels):
-      lines.append(f"  kernel {i} {k.name}: {len(k.nodes)} ops, {k.flops} flops, {k.nbytes} bytes")
+      ops = f"{len(k.nodes)} ops, " if k.nodes else ""   # (a program loaded from its plan keeps no nodes)
+      lines.append(f"  kernel {i} {k.name}: {ops}{k.flops} flops, {k.nbytes} bytes")
     return "\n".join(lines) + "\n\n" + self.source
   __repr__ = __str__
 
