@@ -228,7 +228,10 @@ class Executable:
         if not a.flags.c_contiguous: return None
       if self.timing_hook is not None or not lock.acquire(blocking=False): return None
       try:   # host memory: an output is allocated as the numpy array its Buffer holds (no uint8 view to reshape)
-        results = [NumpyBuffer(name, np.empty(shape, dt.np), dt) for _, shape, dt in outs]
+        try:
+          results = [NumpyBuffer(name, np.empty(shape, dt.np), dt) for _, shape, dt in outs]
+        except MemoryError:
+          return None   # `run` says how much could not be had, and for what
         for (slot, _, _), r in zip(outs, results): handles[slot] = r.data
         args = arguments(count, handles, template)
         for program in programs: launch(program, args)
