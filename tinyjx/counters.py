@@ -54,7 +54,10 @@ def add_many(pairs: tuple) -> None:
   >>> before = get('kernels'); add_many((('kernels', 2), ('flops', 0))); get('kernels') - before
   2
   """
-  for name, n in pairs: add(name, n)
+  try:
+    for name, n in pairs: _counts[name] += n
+  except KeyError:
+    for name, _ in pairs: add(name, 0)   # raises the helpful KeyError
 
 def get(name: str) -> int:
   """The current value of counter `name`."""

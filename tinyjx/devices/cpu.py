@@ -343,6 +343,21 @@ class CPUDevice(Backend):
     _threads[1] = config.get('TINYJX_THREADS') or thread_count()
     return table
 
+  def binder(self, base):
+    """Not part of the contract: for a caller that alone uses one table and binds the same slots at every call (the
+    jit hit path, which holds its executable's lock), `bind(slots, arrays)` writes the arrays' pointers into a table
+    of its own, copied from `base` once, and returns it; the thread count is chosen as `arguments` does."""
+    table = type(base).from_buffer_copy(base)
+    def bind(slots: list, arrays: list):
+      for slot, a in zip(slots, arrays):
+        try:
+          table[slot] = ctypes.addressof(ctypes.c_char.from_buffer(a))
+        except (TypeError, ValueError, BufferError):
+          table[slot] = a.ctypes.data
+      _threads[1] = config.get('TINYJX_THREADS') or thread_count()
+      return table
+    return bind
+
   def launch(self, program: 'CProgram', args, global_size=None, local_size=None) -> None:
     if _threads[0] != _threads[1]:   # OpenMP's thread count is process-wide: any library of ours can set it
       program.set_threads(int(_threads[1]))

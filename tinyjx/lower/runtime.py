@@ -218,22 +218,24 @@ class Executable:
     if any(kind != 'slot' for kind, _, _ in prog.out_plan): return None
     programs, ins, count, template, lock = [st.program for st in self.steps], prog.in_slots, len(self.slots), \
       self._template, self._lock
-    outs = [(ref, self.slots[ref].shape, dt) for _, ref, dt in prog.out_plan]
-    arguments, launch, name = dev.arguments, dev.launch, dev.name
+    outs = [(self.slots[ref].shape, dt) for _, ref, dt in prog.out_plan]
+    slots = list(ins) + [ref for _, ref, _ in prog.out_plan]
+    launch, name = dev.launch, dev.name
+    binder = getattr(dev, 'binder', None)   # a device's own table for this runner, else `arguments` at every call
+    bind = binder(template) if binder is not None else \
+      (lambda slots, arrays: dev.arguments(count, dict(zip(slots, arrays)), template))
     counts = (('kernels', len(prog.kernels)), ('flops', prog.flops), ('bytes', prog.nbytes))
     def run(inputs: list):
-      handles = {}
-      for slot, buf in zip(ins, inputs):
-        handles[slot] = a = buf.numpy()
+      arrays = [buf.numpy() for buf in inputs]
+      for a in arrays:
         if not a.flags.c_contiguous: return None
       if self.timing_hook is not None or not lock.acquire(blocking=False): return None
       try:   # host memory: an output is allocated as the numpy array its Buffer holds (no uint8 view to reshape)
         try:
-          results = [NumpyBuffer(name, np.empty(shape, dt.np), dt) for _, shape, dt in outs]
+          results = [NumpyBuffer(name, np.empty(shape, dt.np), dt) for shape, dt in outs]
         except MemoryError:
           return None   # `run` says how much could not be had, and for what
-        for (slot, _, _), r in zip(outs, results): handles[slot] = r.data
-        args = arguments(count, handles, template)
+        args = bind(slots, arrays + [r.data for r in results])
         for program in programs: launch(program, args)
         dev.synchronize()
       finally:
