@@ -240,6 +240,18 @@ def test_replay_from_threads_at_once():
   for t in threads: t.join()
   for x, g in zip(xs, got): close(g, np.cumsum(np.asarray(x) * 2), 1e-4)
 
+def test_replay_keeps_each_jits_device():
+  tinyjx.config.update('TINYJX_CPU_DEVICES', 2)
+  try:
+    f = lambda x: x * 2
+    on1, default = tinyjx.jit(f, device='CPU:1'), tinyjx.jit(f)
+    x = tinyjx.device_put(arr(3), 'CPU:1')
+    hot(on1, x)
+    assert on1(x).device.id == 1 and default(x).device.id == 0 and default(x).device.id == 0
+    close(default(x), np.asarray(x) * 2)
+  finally:
+    tinyjx.config.update('TINYJX_CPU_DEVICES', 1)
+
 def test_filled_inputs_are_filled_once_and_keep_their_value():
   f = tinyjx.jit(lambda x: x + 1)
   x = jnp.ones(3)

@@ -185,19 +185,19 @@ def input_buffers(leaves: list, avals: tuple, dev) -> list:
 
 # ---------------------------------------------------------------- the hit path
 
-def replay_key(args: tuple, kwargs: dict) -> tuple | None:
+def replay_key(args: tuple, kwargs: dict, device: str | None = None) -> tuple | None:
   """The hit path's key of a call whose dynamic leaves are all computed Arrays, with their Buffers; None for any other
-  call. Everything `bind` puts in a key is in it or fixed by it: the argument structure (the count of positional
-  arrays, or the treedef), and per leaf its shape, device, dtype and weak type. The device the call runs on and the
-  codegen knobs follow from those and the settings epoch."""
-  key, leaves, flat = [len(args)], args, not kwargs
+  call. Everything `bind` puts in a key is in it or fixed by it: the jit's `device=` (jits of one function share a
+  cache), the argument structure (the count of positional arrays, or the treedef), and per leaf its shape, device,
+  dtype and weak type. The device the call runs on and the codegen knobs follow from those and the settings epoch."""
+  key, leaves, flat = [device, len(args)], args, not kwargs
   for a in args:
     if type(a) is not Array:   # a pytree (or not an array at all): flattened below
       flat = False
       break
   if not flat:
     leaves, treedef = tree_util.tree_flatten((args, kwargs))
-    key[0] = treedef
+    key[1] = treedef
   return _leaves_key(key, leaves)
 
 def _leaves_key(key: list, leaves) -> tuple | None:
@@ -258,7 +258,8 @@ class JitFunction:
   # --- calling ---
   def __call__(self, *args, **kwargs):
     cache = self._cache
-    if cache.replays and cache.replay_epoch == settings.epoch() and (found := replay_key(args, kwargs)) is not None:
+    if cache.replays and cache.replay_epoch == settings.epoch() and \
+       (found := replay_key(args, kwargs, self.device)) is not None:
       replay = cache.replays.get(found[0])
       out = replay(found[1]) if replay is not None else None
       if out is not None: return out
@@ -278,14 +279,14 @@ class JitFunction:
     if epoch is None or self.static_argnums or self.static_argnames or entry.exe is None: return
     if settings.get('DEBUG') or settings.get('NOJIT'): return
     flat = call.treedef is _positional_treedef(len(call.args))   # what bind found (no flattening again)
-    found = _leaves_key([len(args) if flat else call.treedef], call.leaves)
+    found = _leaves_key([self.device, len(args) if flat else call.treedef], call.leaves)
     runner = getattr(entry.exe, 'direct_runner', None)
     if found is None or runner is None or any(b.device != call.device.name for b in found[1]): return
     runner = runner()
     if runner is None: return
     if self._cache.replay_epoch != epoch: self._cache.replays, self._cache.replay_epoch = {}, epoch
     key = found[0]
-    if not isinstance(key[0], int): key = (key[0].detached(),) + key[1:]
+    if not isinstance(key[1], int): key = (key[0], key[1].detached()) + key[2:]
     self._cache.replays[key] = _replayer(entry, runner)
 
   def bind(self, args: tuple, kwargs: dict, aval_fn) -> _Call:
