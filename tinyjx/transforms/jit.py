@@ -205,7 +205,7 @@ def _leaves_key(key: list, leaves) -> tuple | None:
   bufs = []
   for x in leaves:
     if type(x) is not Array or (b := x.realized_buffer()) is None: return None
-    key.append((b.shape, b.device, b.dtype, x.weak))
+    key.append((b.shape, b.device, b.dtype.name, x.weak))   # (a name hashes in C, a DType in Python)
     bufs.append(b)
   return tuple(key), bufs
 
