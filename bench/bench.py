@@ -6,9 +6,11 @@ installed is said so and skipped.
 Prints one table: the median time of each workload per library (each library timed in a process of its
 own, the best of two turns), tinyjx's speedup over numpy, tinyjx's GFLOP/s where the flop count is well defined
 and its GB/s (the bytes the workload must read and write, at least) for the memory-bound rows. Then the first call
-of the jitted MLP training step in a fresh process, with a cold and with a warm disk cache. Options: `--quick`
-(fewer repeats), `--only NAME`, `--device CPU|CL|CUDA` (where tinyjx runs: its inputs are put on that device and
-its jitted functions run there; numpy and the peers are unchanged).
+of the jitted MLP training step in a fresh process, with a cold and with a warm disk cache (bench/first_call.py
+compares first calls with JAX's). The `jit x+1` row is 1000 calls of a jitted function on a one-element array: its
+milliseconds are microseconds per call. Options: `--quick` (fewer repeats), `--only NAME`, `--device CPU|CL|CUDA`
+(where tinyjx runs: its inputs are put on that device and its jitted functions run there; numpy and the peers are
+unchanged).
 
 Timing assertions do not belong in tests; the floors this project aims for are in the issue notes.
 """
@@ -297,6 +299,32 @@ def first_call_times(device: str = '') -> dict:
       out[label] = (imp, first)
   return out
 
+CALLS = 1000
+
+def jit_call_overhead():
+  """A jitted `x + 1` on a one-element array, called CALLS times: the time per call is the jit hit path (binding,
+  one foreign call, a fresh output), what DESIGN section 11 wants to be a dict lookup and a ctypes call."""
+  import tinyjx, tinyjx.numpy as jnp
+  x = np.ones(1, np.float32)
+  f, tx = tinyjx.jit(lambda x: x + 1), jnp.asarray(x)
+  f(tx)
+  def loop(call):
+    def run():
+      for _ in range(CALLS): call()
+    return run
+  fns = {'numpy': loop(lambda: x + 1), 'tinyjx': loop(lambda: f(tx))}
+  jax, jjnp = load_jax()
+  if jax:
+    jf, jx = jax.jit(lambda x: x + 1), jjnp.asarray(x)
+    jf(jx)
+    fns['jax'] = loop(lambda: jf(jx))
+  torch = load_torch()
+  if torch:
+    px = torch.from_numpy(x)
+    fns['torch'] = loop(lambda: px + 1)
+  assert float(f(tx)[0]) == 2.0
+  return fns, 0, 0
+
 WORKLOADS = {
   'gelu(x*a+b) 4M f32': gelu_chain,
   'matmul 1024 f32': lambda: matmul(1024),
@@ -304,6 +332,7 @@ WORKLOADS = {
   'softmax rows 4096x1024': softmax_rows,
   'fft2 complex64 512x512': fft2,
   'MLP step 784-512-512-10 b512 Adam': mlp_step_bench,
+  f'jit x+1, 1 elem, {CALLS} calls': jit_call_overhead,
 }
 
 def worker(name: str, lib: str, repeats: int) -> None:
@@ -311,6 +340,9 @@ def worker(name: str, lib: str, repeats: int) -> None:
   if lib != 'jax': os.environ['TINYJX_BENCH_NO_JAX'] = '1'
   if lib != 'torch': os.environ['TINYJX_BENCH_NO_TORCH'] = '1'
   fns, flops, nbytes = WORKLOADS[name]()
+  if lib == 'tinyjx':   # a program first built at -O1 is timed on its optimized build (devices/cpu.py tiers)
+    from tinyjx.devices import cpu
+    cpu.finish_upgrades()
   print(median_time(fns[lib], repeats), flops, nbytes)
 
 PEERS = ('jax', 'torch')
@@ -369,9 +401,9 @@ def main() -> None:
     cols = "".join(f"{times[lib] * 1e3:{w}.2f}" if lib in times else f"{'-':>{w}}"
                    for lib, w in (('jax', 9), ('torch', 10)))
     best = f"{min(peers) / t_tj:13.2f}x" if peers else f"{'-':>14}"   # above 1: faster than every peer
+    gflops = f"{flops / t_tj / 1e9:16.1f}" if flops else f"{'-':>16}"
     gbs = f"{nbytes / t_tj / 1e9:13.1f}" if nbytes and 'matmul' not in name else f"{'-':>13}"
-    print(f"{name:<36}{t_np * 1e3:10.2f}{t_tj * 1e3:11.2f}{cols}{t_np / t_tj:9.2f}x{best}{flops / t_tj / 1e9:16.1f}"
-          f"{gbs}")
+    print(f"{name:<36}{t_np * 1e3:10.2f}{t_tj * 1e3:11.2f}{cols}{t_np / t_tj:9.2f}x{best}{gflops}{gbs}")
   if not args.no_first_call and not args.only:
     fc = first_call_times(args.device)
     for label, v in fc.items():

@@ -172,3 +172,83 @@ def test_without_a_compiler_the_interpreter_is_the_default(tmp_path):
   r = subprocess.run([sys.executable, '-c', script], env=env, capture_output=True, text=True)
   assert r.returncode == 0, r.stderr
   assert r.stdout.split() == ['PYTHON', '12.0', 'error:', 'True']
+
+# --- parallel translation units and the quick tier ---
+def many_kernels(x):
+  """Several kernels (reductions over different axes feed elementwise work), so the program has many units."""
+  a = jnp.exp(x).sum(0)
+  b = (x * a).max(1)
+  c = jnp.tanh(x - b[:, None]).sum(1)
+  return a, b, c, (x.T @ x).sum(0)
+
+def many_kernels_want(x):
+  a = np.exp(x).sum(0); b = (x * a).max(1); c = np.tanh(x - b[:, None]).sum(1)
+  return a, b, c, (x.T @ x).sum(0)
+
+def test_split_units_keep_the_prelude_and_every_piece_once(cpu):
+  from tinyjx import lower
+  jaxpr = tinyjx.make_jaxpr(many_kernels)(jnp.ones((8, 8)))
+  src = lower.lower(cpu, jaxpr.params, jaxpr.outs).source
+  head, *pieces = src.split(comp.UNIT)
+  assert len(pieces) >= 4
+  saved = comp.SPLIT_MIN_CHARS
+  comp.SPLIT_MIN_CHARS = 0
+  try:
+    units = comp.split_units(src, 3)
+  finally:
+    comp.SPLIT_MIN_CHARS = saved
+  assert len(units) == 3 and all(u.startswith(head) for u in units)
+  assert sorted(p for u in units for p in u[len(head):].split(comp.UNIT)[1:]) == sorted(pieces)
+  assert comp.split_units(src, 1) == [src] and comp.split_units("int x;", 4) == ["int x;"]
+
+def test_parallel_units_give_the_same_results(cpu, fresh_cache, monkeypatch):
+  built = []
+  monkeypatch.setattr(comp, 'SPLIT_MIN_CHARS', 0)
+  monkeypatch.setattr(comp, 'TIER_MIN_CHARS', 10 ** 9)
+  monkeypatch.setattr(comp, 'compile_jobs', lambda: 3)
+  real = comp._build_units
+  monkeypatch.setattr(comp, '_build_units', lambda *a: built.append(len(a[2])) or real(*a))
+  x = np.random.default_rng(0).standard_normal((16, 8)).astype(np.float32)
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    got = tinyjx.jit(many_kernels)(jnp.asarray(x))
+  assert built == [3]
+  for g, w in zip(got, many_kernels_want(x)): np.testing.assert_allclose(np.asarray(g), w, rtol=1e-4, atol=1e-4)
+
+def test_a_unit_that_fails_falls_back_to_one_unit_and_its_error(cpu, fresh_cache, monkeypatch):
+  monkeypatch.setattr(comp, 'SPLIT_MIN_CHARS', 0)
+  src = (f"int tjx_a(void) {{ return 1; }}\n{comp.UNIT}\nint tjx_b(void) {{ return 2; }}\n{comp.UNIT}\n"
+         "int tjx_c(void) { syntax error }\n")
+  with pytest.raises(comp.CompileError, match=r"\.c\)"):
+    comp.load_library(src)
+  ok = src.replace("syntax error", "return 3;")
+  lib = comp.load_library(ok)
+  assert (lib.tjx_a(), lib.tjx_b(), lib.tjx_c()) == (1, 2, 3)
+
+def test_a_cold_big_program_runs_its_quick_build_until_it_runs_again(cpu, fresh_cache, monkeypatch):
+  monkeypatch.setattr(comp, 'TIER_MIN_CHARS', 0)
+  x = np.random.default_rng(1).standard_normal((12, 8)).astype(np.float32)   # a program no other test compiled
+  f = tinyjx.jit(many_kernels)
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    got = f(jnp.asarray(x))
+    exe = f.lower(jnp.asarray(x)).compile().executable
+    assert not exe.binary.final and not comp._upgrades                  # run once: no optimized build started
+    f(jnp.asarray(x))
+    assert comp._upgrades or exe.binary.final                           # the second run starts it
+    comp.finish_upgrades()
+    assert exe.binary.final and len(list(fresh_cache.glob('*.so'))) == 2   # the -O1 and the -O3 build
+    assert exe.steps[0].program.fn is getattr(exe.binary.cdll, exe.steps[0].name)   # runs the optimized build now
+    again = f(jnp.asarray(x))
+  for g, a, w in zip(got, again, many_kernels_want(x)):
+    np.testing.assert_allclose(np.asarray(g), w, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(a), w, rtol=1e-4, atol=1e-4)
+  comp._loaded.clear()                                     # a new process: the optimized build comes from the cache
+  monkeypatch.setattr(comp, '_build', lambda *a: pytest.fail("built again"))
+  assert comp.load_library(exe.source).final
+
+def test_compiler_facts_are_remembered_and_a_damaged_memo_is_asked_again(cpu, fresh_cache):
+  cc = comp.find_compiler()
+  facts = comp.compiler_facts.__wrapped__(cc)
+  memo, = fresh_cache.glob('compiler-*.json')
+  assert facts['version'] and '__STDC__' in facts['macros']
+  memo.write_text('{"version": 3')
+  assert comp.compiler_facts.__wrapped__(cc) == facts and memo.read_text().startswith('{"version": "')

@@ -130,3 +130,79 @@ def test_an_unsafe_directory_says_why_and_how_to_fix_it(cpu, tmp_path):
     assert "other users can write to it" in str(w[0].message) and "chmod 700" in str(w[0].message)
   finally:
     diskcache._private_dir.clear()
+
+# --- plans: a jitted program's lowering on disk ---
+import json
+import numpy as np
+import tinyjx.numpy as jnp
+from tinyjx import lower
+from tinyjx.lower import plans
+
+def program(x):   # a few kernels (plans are written from plans.MIN_KERNELS up)
+  a = jnp.exp(x).sum(0)
+  return a, (x * a).max(1), jnp.tanh(x @ x.T).sum(0) + x.max(), (x.T @ x).sum(0)
+
+def want(x):
+  a = np.exp(x).sum(0)
+  return a, (x * a).max(1), np.tanh(x @ x.T).sum(0) + x.max(), (x.T @ x).sum(0)
+
+def build(cpu, x):
+  """What a new process does for a jitted `program`: trace, then compile_jaxpr (no in-memory executable)."""
+  comp._loaded.clear()
+  jaxpr = tinyjx.jit(program).trace(x).jaxpr
+  return jaxpr, lower.build_executable(cpu, jaxpr)
+
+def check(cpu, exe, x):
+  got = exe.run([cpu.from_numpy(np.asarray(x), tinyjx.dtypes.float32)])
+  for g, w in zip(got, want(x)): np.testing.assert_allclose(g.numpy(), w, rtol=1e-4, atol=1e-4)
+
+def test_a_second_process_runs_the_plan_without_lowering(cpu, fresh_cache, monkeypatch):
+  x = np.random.default_rng(0).standard_normal((24, 16)).astype(np.float32)
+  jaxpr, first = build(cpu, x)
+  assert len(list(fresh_cache.glob('*.plan'))) == 1
+  monkeypatch.setattr(lower, 'lower', lambda *a: pytest.fail("lowered again"))
+  _, second = build(cpu, x)
+  check(cpu, second, x)
+  assert second.source == first.source and [k.name for k in second.kernels] == [k.name for k in first.kernels]
+  assert second.flops == first.flops and 'kernel 0' in str(second)
+
+@pytest.mark.parametrize('damage', ['not json', 'other program', 'wrong form'])
+def test_a_damaged_or_foreign_plan_is_lowered_again_and_rewritten(cpu, fresh_cache, damage):
+  x = np.random.default_rng(1).standard_normal((20, 12)).astype(np.float32)
+  jaxpr, _ = build(cpu, x)
+  path = next(fresh_cache.glob('*.plan'))
+  plan = json.loads(path.read_bytes())
+  if damage == 'other program':   # a real plan of another program, filed under this key (checksum and all)
+    other = tinyjx.jit(lambda v: program(v * 2)).trace(x).jaxpr
+    lower.build_executable(cpu, other)
+    other_path = fresh_cache / (plans.key_of(cpu, other, lower.PASSES) + '.plan')
+    bad = other_path.read_bytes()
+  else:
+    bad = b'{"format": 1, "key"' if damage == 'not json' else json.dumps({**plan, 'slots': 7}).encode()
+  diskcache.write_checked(str(path), bad)
+  lowered = []
+  real = lower.lower
+  def counting(*a):
+    lowered.append(1)
+    return real(*a)
+  try:
+    lower.lower = counting
+    _, exe = build(cpu, x)
+  finally:
+    lower.lower = real
+  assert lowered == [1]
+  check(cpu, exe, x)
+  assert json.loads(path.read_bytes()) == plan                       # written anew
+
+def test_plans_are_not_used_where_the_lowering_is_watched_or_has_steps(cpu, fresh_cache):
+  x = np.ones((8, 8), np.float32)
+  jaxpr = tinyjx.jit(program).trace(x).jaxpr
+  assert plans.key_of(cpu, jaxpr, lower.PASSES) is not None
+  with tinyjx.Context(DEBUG=3):
+    assert plans.key_of(cpu, jaxpr, lower.PASSES) is None
+  swapped = [(name, (lambda st: fn(st)) if name == 'render' else fn) for name, fn in lower.PASSES]
+  assert plans.key_of(cpu, jaxpr, swapped) != plans.key_of(cpu, jaxpr, lower.PASSES)
+  looped = tinyjx.jit(lambda v: (tinyjx.lax.fori_loop(0, 3, lambda i, c: c * 2, v), *program(v))).trace(x).jaxpr
+  assert len(lower.lower(cpu, looped.params, looped.roots).kernels) >= plans.MIN_KERNELS
+  lower.build_executable(cpu, looped)                                # kernels and a runtime step: no plan written
+  assert not list(fresh_cache.glob('*.plan'))

@@ -149,6 +149,116 @@ def test_clear_cache_and_cache_size():
   with counters.measure() as c: f(arr(2))
   assert c['traces'] == 1
 
+# ---------------------------------------------------------------- the hit path (replay)
+# A call whose leaves are all computed Arrays replays the executable straight from `replay_key` (transforms/jit.py);
+# these tests check that it changes nothing a user can see: what retraces, what comes back, what the knobs do.
+
+def hot(f, *args):
+  """Call `f` until its hit path knows these arguments (the first call binds, the second may replay)."""
+  f(*args); f(*args)
+  return f
+
+def test_replayed_calls_give_fresh_correct_outputs_and_count_hits():
+  f = hot(tinyjx.jit(lambda x, y: (x * y, x + 1)), arr(4), arr(4, seed=1))
+  x, y = arr(4, seed=2), arr(4, seed=3)
+  key, _ = tinyjx.transforms.jit.replay_key((x, y), {})
+  assert key in f._cache.replays                              # the call below takes the hit path
+  with counters.measure() as c: (p1, s1), (p2, s2) = f(x, y), f(x, y)
+  assert (c['traces'], c['compiles'], c['cache_hits'], c['cache_misses']) == (0, 0, 2, 0) and c['kernels'] >= 2
+  close(p1, np.asarray(x) * np.asarray(y)); close(s2, np.asarray(x) + 1)
+  assert not np.shares_memory(np.asarray(p1), np.asarray(p2))
+  assert p1.uop is not p2.uop and p1.uop.op is tinyjx.uop.Ops.BUFFER   # the node, made on demand, owns the buffer
+  close(jnp.sin(p2) + s1, np.sin(np.asarray(x) * np.asarray(y)) + np.asarray(x) + 1)   # results feed eager code
+
+@pytest.mark.parametrize('other', [lambda: arr(6), lambda: jnp.asarray(np.arange(5, dtype=np.int32)),
+                                   lambda: arr(5, 1), lambda: tinyjx.jit(lambda: jnp.float32(2.0) * 2)()],
+                         ids=['shape', 'dtype', 'rank', 'weak'])
+def test_replay_retraces_on_any_new_aval(other):
+  f = hot(tinyjx.jit(lambda x: x * 3), arr(5))
+  o = other()
+  with counters.measure() as c: out = f(o)
+  assert c['traces'] == 1
+  close(out, np.asarray(o) * 3)
+  assert out.weak == o.weak and out.dtype == o.dtype
+  with counters.measure() as c: f(arr(5, seed=4))
+  assert c['traces'] == 0
+
+def test_replay_of_pytrees_keys_on_structure():
+  f = tinyjx.jit(lambda d: {k: v * 2 for k, v in d.items()})
+  a, b = arr(3), arr(3, seed=1)
+  hot(f, {'a': a, 'b': b})
+  assert tinyjx.transforms.jit.replay_key(({'a': b, 'b': a},), {})[0] in f._cache.replays
+  out = f({'a': b, 'b': a})
+  close(out['a'], np.asarray(b) * 2); close(out['b'], np.asarray(a) * 2)
+  with counters.measure() as c: out = f({'a': a, 'c': b})     # a new key: a new structure
+  assert c['traces'] == 1 and set(out) == {'a', 'c'}
+  with counters.measure() as c: out = f({'a': a, 'b': b, 'z': a})
+  assert c['traces'] == 1 and set(out) == {'a', 'b', 'z'}
+
+def test_replay_with_static_and_keyword_arguments_stays_exact():
+  g = tinyjx.jit(lambda x, n, scale=1.0: x * n * scale, static_argnums=1)
+  x = arr(3)
+  hot(g, x, 2)
+  close(g(x, 3), np.asarray(x) * 3)
+  close(g(x, 2, scale=arr(3, seed=1)), np.asarray(x) * 2 * np.asarray(arr(3, seed=1)))
+  close(g(x, 2), np.asarray(x) * 2)
+
+def test_replay_honours_contexts_and_settings(capsys):
+  f = hot(tinyjx.jit(lambda x: x - 1), arr(2))
+  capsys.readouterr()
+  with tinyjx.Context(DEBUG=1): f(arr(2))
+  assert "hit" in capsys.readouterr().out                     # inside a Context the call goes through bind
+  with tinyjx.Context(NOJIT=1), counters.measure() as c: out = f(arr(2))
+  assert c['cache_hits'] == 0 and c['kernels'] == 0           # NOJIT runs the function eagerly
+  close(out, np.asarray(arr(2)) - 1)
+  tinyjx.config.update('jax_enable_x64', True)                # a process-wide change ends the replay table's epoch
+  try:
+    with counters.measure() as c: f(arr(2))
+    assert c['cache_misses'] == 1
+  finally:
+    tinyjx.config.update('jax_enable_x64', False)
+
+def test_replay_checks_nans_when_asked():
+  f = hot(tinyjx.jit(lambda x: jnp.log(x)), jnp.asarray(np.ones(2, np.float32)))
+  bad = jnp.asarray(np.array([-1.0, 1.0], np.float32))
+  assert np.isnan(np.asarray(f(bad))[0])
+  tinyjx.config.update('jax_debug_nans', True)
+  try:
+    with pytest.raises(FloatingPointError): f(bad)
+  finally:
+    tinyjx.config.update('jax_debug_nans', False)
+
+def test_replay_from_threads_at_once():
+  import threading
+  f = hot(tinyjx.jit(lambda x: jnp.cumsum(x * 2)), arr(64))
+  xs = [arr(64, seed=i) for i in range(8)]
+  got = [None] * 8
+  def work(i):
+    for _ in range(20): got[i] = f(xs[i])
+  threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+  for t in threads: t.start()
+  for t in threads: t.join()
+  for x, g in zip(xs, got): close(g, np.cumsum(np.asarray(x) * 2), 1e-4)
+
+def test_replay_keeps_each_jits_device():
+  tinyjx.config.update('TINYJX_CPU_DEVICES', 2)
+  try:
+    f = lambda x: x * 2
+    on1, default = tinyjx.jit(f, device='CPU:1'), tinyjx.jit(f)
+    x = tinyjx.device_put(arr(3), 'CPU:1')
+    hot(on1, x)
+    assert on1(x).device.id == 1 and default(x).device.id == 0 and default(x).device.id == 0
+    close(default(x), np.asarray(x) * 2)
+  finally:
+    tinyjx.config.update('TINYJX_CPU_DEVICES', 1)
+
+def test_filled_inputs_are_filled_once_and_keep_their_value():
+  f = tinyjx.jit(lambda x: x + 1)
+  x = jnp.ones(3)
+  close(f(x), [2, 2, 2]); close(f(x), [2, 2, 2])
+  close(x * 5, [5, 5, 5])
+  close(tinyjx.grad(lambda v: (f(v) * v).sum())(x), [3, 3, 3])
+
 # ---------------------------------------------------------------- fresh outputs
 
 def test_outputs_are_fresh_every_call():

@@ -335,3 +335,21 @@ def test_a_work_group_combines_an_accumulator_once_after_its_last_loop():
   row = kern.body[0].body
   assert kern.groups and [type(s).__name__ for s in row] == ['Decl', 'Loop', 'Loop', 'GroupReduce', 'Store']
   assert sum(isinstance(s, GroupReduce) for s in walk(kern.body)) == 1
+
+def test_packing_a_padded_panel_reads_nothing_past_the_last_row(cpu):
+  """A panel's padding rows (past the operand's last row) are zeros: the guard comes before any read, also before
+  a read the operand shares between its value and its mask (once read before the guard, past the buffer's end)."""
+  import re
+  def f(g, z, bias, a):   # a convolution's weight gradient: the ReLU mask reads z and the bias per channel c
+    return jnp.einsum('nchw,nkhw->ck', jnp.where(z + bias[None, :, None, None] > 0, g, 0.0), a)
+  rng = np.random.default_rng(0)
+  g, z, a = (rng.standard_normal((8, 10, 12, 12)).astype(np.float32) for _ in range(3))
+  bias = rng.standard_normal(10).astype(np.float32)
+  jaxpr = tinyjx.make_jaxpr(f)(g, z, bias, a)
+  src = lower.lower(cpu, jaxpr.params, jaxpr.outs).source
+  rows = re.findall(r"const int64_t (i\d+) = bb \* \d+ \+ q;\n\s*(.*)", src)
+  assert rows and all(nxt.startswith(f"if ({v} >= ") for v, nxt in rows), rows
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    got = np.asarray(tinyjx.jit(f)(g, z, bias, a))
+  want = np.einsum('nchw,nkhw->ck', np.where(z + bias[None, :, None, None] > 0, g, 0), a)
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)

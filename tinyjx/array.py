@@ -137,11 +137,33 @@ def register_placement(functions) -> None: placement._module = functions
 
 class Array:
   """A lazy n-dimensional array: `jnp.asarray([1., 2.]) * 2`. `np.asarray(x)` computes and returns its value."""
-  __slots__ = ('uop', 'weak', '__weakref__')
+  __slots__ = ('_uop', '_buffer', 'weak', '__weakref__')
   __array_priority__ = 100
 
   def __init__(self, uop: UOp, weak: bool = False):
-    self.uop, self.weak = uop, weak
+    self._uop, self._buffer, self.weak = uop, None, weak
+
+  @classmethod
+  def of_buffer(cls, buf: Buffer, weak: bool = False) -> 'Array':
+    """An Array holding the computed `buf`; its BUFFER node is made when something first asks for `.uop`. jit's hit
+    path returns these: a result that only goes on to the next call never pays for a node."""
+    self = object.__new__(cls)
+    self._uop, self._buffer, self.weak = None, buf, weak
+    return self
+
+  @property
+  def uop(self) -> UOp:
+    """The graph of this array (a BUFFER leaf once it is computed)."""
+    u = self._uop
+    if u is None: u = self._uop = buffer_uop(self._buffer)
+    return u
+  @uop.setter
+  def uop(self, u: UOp) -> None: self._uop, self._buffer = u, None
+
+  def realized_buffer(self) -> Buffer | None:
+    """The Buffer holding this array's value when it is computed and cut to it (a BUFFER leaf); None otherwise."""
+    if self._uop is None: return self._buffer
+    return buffers[self._uop.arg[0]] if self._uop.op is Ops.BUFFER else None
 
   # --- aval ---
   @property

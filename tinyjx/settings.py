@@ -44,6 +44,13 @@ def _stack() -> list: return _local.stack
 
 _from_env: dict = {}   # name -> the value the environment (or the default) gave, read once
 watchers: dict = {}    # name -> [function()] run after the knob changes (set, Context enter and exit)
+_epoch = [0]           # bumped by every process-wide change (set, reload_environment)
+
+def epoch() -> int | None:
+  """A number that stays the same while no knob's value can change for this thread: None inside a Context (its
+  values are this thread's alone), else a count that `set` and `reload_environment` bump. A cache of values
+  derived from knobs (jit's hit path) is valid while `epoch()` returns the number it was filled under."""
+  return None if _local.stack else _epoch[0]
 
 def get(name: str):
   """The current value of knob `name`: innermost Context, then process setting, then environment, then default."""
@@ -66,12 +73,14 @@ def _read_env(name: str):
 def reload_environment() -> None:
   """Read every knob's environment variable again at its next use (after changing os.environ in-process)."""
   _from_env.clear()
+  _epoch[0] += 1
   for name in list(watchers): _notify(name)
 
 def set(name: str, value) -> None:  # noqa: A001 - mirrors jax.config.update
   """Set knob `name` for the whole process (like `jax.config.update(name, value)`)."""
   _check(name)
   _process[name] = value
+  _epoch[0] += 1
   _notify(name)
 
 def _notify(name: str) -> None:

@@ -14,7 +14,13 @@ back to `-fopenmp-simd` and then to no OpenMP; always `-fwrapv` (integer overflo
 `-fno-math-errno` and `-fno-trapping-math` (neither changes a value; they let conditional code vectorize).
 Libraries live in the per-user cache (`diskcache`): `<key>.so` with its checksum, key = sha256(source, compiler
 path and version, flags, host CPU); a corrupt or unsafe entry is rebuilt. The source of every build is kept as
-`<key>.c` next to it, so a compiler error can point at it.
+`<key>.c` next to it, so a compiler error can point at it. What the compiler says about itself (version, macros) is
+remembered there too, so a process whose libraries are all cached starts no compiler.
+
+Compile time: a big source is cut at the renderer's unit marks into as many translation units as there are cores,
+compiled at once and linked (`split_units`); a big program that is not in the cache is built at -O1 first (about
+half the compiler's time), and only when it runs a second time does a background thread build it at -O3 and move
+its entry points there (`Library`): one-off programs stay cheap, training steps end up optimized.
 
 >>> import numpy as np, tinyjx
 >>> from tinyjx import devices
@@ -23,7 +29,7 @@ path and version, flags, host CPU); a corrupt or unsafe entry is rebuilt. The so
 array([0., 1., 2.], dtype=float32)
 """
 from __future__ import annotations
-import ctypes, hashlib, os, platform, re, shutil, subprocess, tempfile, threading, time
+import ctypes, hashlib, json, os, platform, re, shutil, subprocess, tempfile, threading, time
 from functools import lru_cache
 import numpy as np
 from tinyjx import settings as config
@@ -51,9 +57,32 @@ def find_compiler() -> str:
                         "`xcode-select --install`), or run on the reference interpreter with TINYJX_DEVICE=PYTHON.")
 
 @lru_cache(None)
-def compiler_version(cc: str) -> str:
+def compiler_facts(cc: str) -> dict:
+  """What tinyjx asks the compiler before it builds anything: the first line of `cc --version` and the predefined
+  macros (`workarounds` reads them). Remembered in the cache directory per compiler binary (its real path, size,
+  inode and modification time: an upgrade changes them), so a process that finds its libraries in the cache starts
+  no compiler process at all."""
+  real = os.path.realpath(cc)
+  try:
+    st = os.stat(real)
+    ident = f"{real}|{st.st_size}|{st.st_ino}|{st.st_mtime_ns}"
+  except OSError:
+    ident = real
+  memo = os.path.join(diskcache.cache_dir(), f"compiler-{hashlib.sha256(ident.encode()).hexdigest()[:16]}.json")
+  if diskcache.safe_file(memo):
+    try:
+      with open(memo) as f: facts = json.load(f)
+      if isinstance(facts, dict) and all(isinstance(facts.get(k), str) for k in ('version', 'macros')): return facts
+    except (OSError, ValueError):
+      pass   # unreadable or damaged: asked again and written anew
   out = subprocess.run([cc, '--version'], capture_output=True, text=True)
-  return (out.stdout or out.stderr).splitlines()[0] if (out.stdout or out.stderr) else 'unknown'
+  text = out.stdout or out.stderr
+  facts = {'version': text.splitlines()[0] if text else 'unknown',
+           'macros': subprocess.run([cc, '-dM', '-E', '-x', 'c', os.devnull], capture_output=True, text=True).stdout}
+  diskcache.atomic_write(memo, json.dumps(facts).encode())
+  return facts
+
+def compiler_version(cc: str) -> str: return compiler_facts(cc)['version']
 
 @lru_cache(None)
 def host_cpu() -> str:
@@ -82,7 +111,7 @@ def workarounds(cc: str) -> list:
   vectorizes them with AVX-512VL masks (found by the differential tests): before GCC 13 the vectorizer gets
   no AVX-512, and only the matmul micro-kernel (explicit vectors, nothing for the vectorizer to mask) uses
   it, where the host has it."""
-  macros = subprocess.run([cc, '-dM', '-E', '-x', 'c', os.devnull], capture_output=True, text=True).stdout
+  macros = compiler_facts(cc)['macros']
   gnuc = re.search(r'#define __GNUC__ (\d+)', macros)
   if '__clang__' in macros or gnuc is None or '__x86_64__' not in macros or int(gnuc.group(1)) >= 13: return []
   return ['-mno-avx512f'] + (['-DTJX_AVX512_MICROKERNEL'] if ' avx512f ' in host_cpu() + ' ' else [])
@@ -113,7 +142,7 @@ def cache_key(source: str, cc: str, flags: tuple) -> str:
   text = "\0".join([source, cc, compiler_version(cc), " ".join(flags), host_cpu()])
   return hashlib.sha256(text.encode()).hexdigest()[:32]
 
-def load_library(source: str) -> ctypes.CDLL:
+def load_library(source: str) -> 'Library':
   """The shared library built from `source` (from memory, from the disk cache, or compiled now). Threads of one
   process take turns (`_lock`); processes compiling the same source take turns on the entry's lock, so it is built
   once. A new entry can evict old ones (`diskcache.evict`), never a library this process has loaded.
@@ -126,8 +155,78 @@ def load_library(source: str) -> ctypes.CDLL:
   key = cache_key(source, cc, flags)
   if key in _loaded: return _loaded[key]
   with _lock:
-    if key not in _loaded: _loaded[key] = _load_or_build(cc, flags, source, key)
+    if key not in _loaded: _loaded[key] = _library(cc, flags, source, key)
     return _loaded[key]
+
+# --- tiers: a big program not in the cache is built quickly first, and optimized once it runs again ---
+QUICK_LEVEL = '-O1'       # about half the compiler's time of -O3; kernels that lean on the vectorizer run slower
+TIER_MIN_CHARS = 20000    # kernel text from which a cold build goes through the quick tier first
+_upgrades: list = []      # the threads building optimized libraries now
+_pending: list = []       # quick builds whose optimized build has not started
+
+def _library(cc: str, flags: tuple, source: str, key: str) -> 'Library':
+  """The library of `source`: the optimized build from the cache, or for a big program not there yet a quick build
+  (cached under its own flags). A program run once (an evaluation, an initialization) keeps the quick build; when
+  one of its entries runs a second time, a background thread makes the optimized build and `Library.upgrade` moves
+  the entries to it. The thread is not a daemon: a process that exits first waits for it, so the cache is left
+  whole (the next process starts on the optimized build) and no half-built file is left behind."""
+  so = os.path.join(diskcache.cache_dir(), key + '.so')
+  lib = _load_checked(so)
+  if lib is not None or UNIT not in source or len(source) - source.find(UNIT) < TIER_MIN_CHARS:
+    return Library(lib if lib is not None else _load_or_build(cc, flags, source, key))
+  quick = tuple(QUICK_LEVEL if f == '-O3' else f for f in flags)
+  quick_key = cache_key(source, cc, quick)
+  library = Library(_load_or_build(cc, quick, source, quick_key), (cc, flags, source, key, config.scoped()))
+  _loaded[quick_key] = library      # kept from eviction as long as this process may run it
+  _pending.append(library)
+  return library
+
+def _upgrade(library: 'Library', cc: str, flags: tuple, source: str, key: str, scoped: dict) -> None:
+  try:
+    with config.Context(**scoped):   # the caller's settings (its cache directory)
+      library.upgrade(_load_or_build(cc, flags, source, key))
+  except Exception:     # (a compiler that fails at -O3 and not at -O1): the quick build goes on serving
+    pass
+  finally:
+    _upgrades.remove(threading.current_thread())
+
+def finish_upgrades() -> None:
+  """Build every optimized library this process has a quick build of, and wait until all are in use (benchmarks
+  call this before timing steady state).
+
+  >>> finish_upgrades()
+  """
+  for library in list(_pending): library.start_upgrade()
+  for thread in list(_upgrades): thread.join()
+
+class Library:
+  """A loaded shared library whose entry points, once `load`ed, can be moved to a better build of the same source:
+  `getattr(library, name)` is the symbol in the current build, `program(entry)` a launchable entry. `pending` is
+  what building the better one needs (None: this build is final); `programs` the entries loaded until then."""
+  def __init__(self, cdll: ctypes.CDLL, pending: tuple | None = None):
+    self.cdll, self.pending, self.programs, self.lock = cdll, pending, [], threading.Lock()
+  @property
+  def final(self) -> bool: return self.pending is None
+  def __getattr__(self, name: str): return getattr(self.cdll, name)
+  def program(self, entry: str) -> 'CProgram':
+    with self.lock:
+      p = CProgram(getattr(self.cdll, entry), self.cdll.tjx_set_threads, None if self.final else self)
+      if not self.final: self.programs.append((p, entry))
+      return p
+  def start_upgrade(self) -> None:
+    """Start building the optimized library in a background thread (once)."""
+    with self.lock:
+      if self not in _pending: return
+      _pending.remove(self)
+      thread = threading.Thread(target=_upgrade, args=(self, *self.pending), name='tinyjx-optimize')
+      _upgrades.append(thread)
+    thread.start()
+  def upgrade(self, cdll: ctypes.CDLL) -> None:
+    """Run the build `cdll` from now on: each program's next launch calls it (a launch under way finishes in the old
+    build, which stays mapped)."""
+    with self.lock:
+      for p, entry in self.programs: p.fn, p.set_threads, p.library = getattr(cdll, entry), cdll.tjx_set_threads, None
+      self.cdll, self.programs, self.pending = cdll, [], None
 
 def _load_or_build(cc: str, flags: tuple, source: str, key: str) -> ctypes.CDLL:
   d = diskcache.cache_dir()
@@ -152,19 +251,58 @@ def _load_checked(so: str):
     return None
 
 def _build(cc: str, flags: tuple, source: str, so: str) -> None:
-  """Compile `source` into the cache entry `so` (the caller holds its `diskcache.entry_lock`)."""
+  """Compile `source` into the cache entry `so` (the caller holds its `diskcache.entry_lock`): in parallel pieces
+  where it is big enough to gain from that (`split_units`), else, or when a piece fails, as one translation unit,
+  whose errors point at the kept source."""
   c_path = so[:-3] + '.c'
   diskcache.atomic_write(c_path, source.encode())
   fd, tmp = tempfile.mkstemp(dir=os.path.dirname(so), prefix='.tmp-', suffix='.so')
   os.close(fd)
   try:
-    res = subprocess.run([cc, *flags, c_path, '-o', tmp, '-lm'], capture_output=True, text=True)
-    if res.returncode != 0:
-      raise CompileError(f"the C compiler failed on generated kernel source ({c_path}):\n{res.stderr.strip()}\n"
-                         f"command: {cc} {' '.join(flags)} {c_path} -o {so} -lm")
+    units = split_units(source, compile_jobs())
+    if len(units) < 2 or not _build_units(cc, flags, units, tmp):
+      res = subprocess.run([cc, *flags, c_path, '-o', tmp, '-lm'], capture_output=True, text=True)
+      if res.returncode != 0:
+        raise CompileError(f"the C compiler failed on generated kernel source ({c_path}):\n{res.stderr.strip()}\n"
+                           f"command: {cc} {' '.join(flags)} {c_path} -o {so} -lm")
     diskcache.install(tmp, so)
   finally:
     if os.path.exists(tmp): os.unlink(tmp)
+
+UNIT = "/* tjx:unit */"    # lower.render.UNIT, the renderer's cut points (the device layer does not import lower)
+SPLIT_MIN_CHARS = 12000    # below this much kernel text one compiler call is quicker than several and a link
+
+def compile_jobs() -> int:
+  """How many compiler processes one build runs at once: the cores this process may use."""
+  return len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (os.cpu_count() or 1)
+
+def split_units(source: str, jobs: int) -> list[str]:
+  """`source` as up to `jobs` translation units of about equal size, each the common prelude (the text before the
+  first `UNIT` mark) plus some of the pieces between the marks; `[source]` when it has no marks, one job, or too
+  little kernel text to be worth it. A piece is a kernel with its entry, or the program's entries, which reach the
+  kernels through declared entries only, so the pieces link in any grouping."""
+  head, *pieces = source.split(UNIT)
+  if jobs < 2 or len(pieces) < 2 or len(source) - len(head) < SPLIT_MIN_CHARS: return [source]
+  groups: list = [[0, []] for _ in range(min(jobs, len(pieces)))]
+  for piece in sorted(pieces, key=len, reverse=True):   # the longest first, each to the lightest unit so far
+    lightest = min(groups, key=lambda g: g[0])
+    lightest[0] += len(piece)
+    lightest[1].append(piece)
+  return [head + "".join(UNIT + piece for piece in g[1]) for g in groups]
+
+def _build_units(cc: str, flags: tuple, units: list, so: str) -> bool:
+  """Compile `units` to objects, all at once, and link them into `so`; False when any step fails."""
+  compile_flags = [f for f in flags if f != '-shared']
+  with tempfile.TemporaryDirectory(dir=os.path.dirname(so), prefix='.tmp-units-') as d:
+    procs, objs = [], []
+    for i, text in enumerate(units):
+      src, obj = os.path.join(d, f'u{i}.c'), os.path.join(d, f'u{i}.o')
+      with open(src, 'w') as f: f.write(text)
+      procs.append(subprocess.Popen([cc, *compile_flags, '-c', src, '-o', obj], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL))
+      objs.append(obj)
+    if any(p.wait() != 0 for p in procs): return False
+    return subprocess.run([cc, *flags, *objs, '-o', so, '-lm'], capture_output=True).returncode == 0
 
 # --- the device ---
 class CPUDevice(Backend):
@@ -185,25 +323,49 @@ class CPUDevice(Backend):
     np.copyto(handle[offset:offset + host.nbytes], host.reshape(-1).view(np.uint8))
   def copy_out(self, handle: np.ndarray, host: np.ndarray, offset: int = 0) -> None:
     np.copyto(host.reshape(-1).view(np.uint8), handle[offset:offset + host.nbytes])
-  def compile(self, source: str) -> ctypes.CDLL:
-    """A loaded shared library built from C `source` (through the disk cache)."""
+  def compile(self, source: str) -> 'Library':
+    """A loaded shared library built from C `source` (through the disk cache; a big cold program in two tiers)."""
     return load_library(source)
-  def load(self, binary: ctypes.CDLL, entry: str): return CProgram(getattr(binary, entry), binary.tjx_set_threads)
+  def load(self, binary: 'Library', entry: str) -> 'CProgram': return binary.program(entry)
 
   def arguments(self, count: int, handles: dict, base=None):
     """A ctypes table of pointers. A run builds its table before it launches anything, so the thread count of
     its kernels is chosen here, once per run."""
     table = type(base).from_buffer_copy(base) if base is not None else _tables(count)()
     for slot, h in handles.items():
-      table[slot] = h[0].ctypes.data + h[1] if type(h) is tuple else h.ctypes.data
+      if type(h) is tuple:
+        table[slot] = address(h[0]) + h[1]
+        continue
+      try:   # address(h), inline: this loop is on the path of every jit call
+        table[slot] = ctypes.addressof(ctypes.c_char.from_buffer(h))
+      except (TypeError, ValueError, BufferError):
+        table[slot] = h.ctypes.data
     _threads[1] = config.get('TINYJX_THREADS') or thread_count()
     return table
+
+  def binder(self, base):
+    """Not part of the contract: for a caller that alone uses one table and binds the same slots at every call (the
+    jit hit path, which holds its executable's lock), `bind(slots, arrays)` writes the arrays' pointers into a table
+    of its own, copied from `base` once, and returns it; the thread count is chosen as `arguments` does."""
+    table = type(base).from_buffer_copy(base)
+    def bind(slots: list, arrays: list):
+      for slot, a in zip(slots, arrays):
+        try:
+          table[slot] = ctypes.addressof(ctypes.c_char.from_buffer(a))
+        except (TypeError, ValueError, BufferError):
+          table[slot] = a.ctypes.data
+      _threads[1] = config.get('TINYJX_THREADS') or thread_count()
+      return table
+    return bind
 
   def launch(self, program: 'CProgram', args, global_size=None, local_size=None) -> None:
     if _threads[0] != _threads[1]:   # OpenMP's thread count is process-wide: any library of ours can set it
       program.set_threads(int(_threads[1]))
       _threads[0] = _threads[1]
     program.fn(args)
+    if program.library is not None:   # a quick build: its second run shows the program is not a one-off
+      program.runs += 1
+      if program.runs == 2: program.library.start_upgrade()
 
   def from_numpy(self, data: np.ndarray, dtype) -> NumpyBuffer:
     """A buffer holding `data` (already in `dtype`'s storage type; callers pass arrays nobody mutates later): no
@@ -217,10 +379,20 @@ class CPUDevice(Backend):
     find_compiler()   # without one, the error that says how to install a compiler
     return super().run_graph(roots)
 
+def address(a: np.ndarray) -> int:
+  """Where `a`'s memory starts. Through ctypes' buffer export, a third of the cost of `a.ctypes.data` (which builds
+  a helper object each time); read-only and empty arrays, which cannot be exported so, take the long way."""
+  try:
+    return ctypes.addressof(ctypes.c_char.from_buffer(a))
+  except (TypeError, ValueError, BufferError):
+    return a.ctypes.data
+
 class CProgram:
-  """A loaded entry point and the library's thread-count setter."""
-  __slots__ = ('fn', 'set_threads')
-  def __init__(self, fn, set_threads): self.fn, self.set_threads = fn, set_threads
+  """A loaded entry point and the library's thread-count setter; `library` is its quick build's Library until the
+  optimized build replaces it (None after, and for a final build), `runs` counts its launches until then."""
+  __slots__ = ('fn', 'set_threads', 'library', 'runs')
+  def __init__(self, fn, set_threads, library=None): self.fn, self.set_threads, self.library, self.runs = \
+    fn, set_threads, library, 0
 
 @lru_cache(None)
 def _tables(count: int): return ctypes.c_void_p * max(count, 1)

@@ -37,6 +37,7 @@ from tinyjx.lower.dialects import RENDERERS
 from tinyjx.lower.runtime import Executable, Slot, KernelCall, InterpretedStep, step_rules
 from tinyjx.lower import steps  # noqa: F401  (fills step_rules: control flow and collectives as runtime steps)
 from tinyjx.lower.complex import has_complex, split as split_complex, SplitExecutable
+from tinyjx.lower import plans
 
 @dataclass
 class Lowering:
@@ -251,9 +252,16 @@ def compile_jaxpr(device, jaxpr) -> Executable:
   return build_executable(device, jaxpr)
 
 def build_executable(device, jaxpr) -> Executable:
-  """`compile_jaxpr` without VIZ's look: lower every pass and load the result. A program with complex values is
-  lowered as one on their float parts (lower/complex.py) and bound and read back as the complex program."""
-  st = lower(device, jaxpr.params, jaxpr.roots)   # effects first: they run in program order, then are dropped
+  """`compile_jaxpr` without VIZ's look: lower every pass and load the result, or, where a plan of the same program
+  is in the disk cache (`plans`), load the library its source names and skip the passes. A program with complex
+  values is lowered as one on their float parts (lower/complex.py) and bound and read back as the complex program."""
+  key = plans.key_of(device, jaxpr, PASSES) if observer is None else None
+  st = plans.load(key, Lowering(device, list(jaxpr.params), list(jaxpr.roots))) if key is not None else None
+  if st is not None:
+    st.binary = device.compile(st.source)
+  else:
+    st = lower(device, jaxpr.params, jaxpr.roots)   # effects first: they run in program order, then are dropped
+    if key is not None: plans.save(key, st)
   return executable(device, st, jaxpr)
 
 def executable(device, st: Lowering, jaxpr):

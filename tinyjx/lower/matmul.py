@@ -68,9 +68,11 @@ class MatmulEmitter:
       k = f"({flat_k()})"
       lines.append(f"{p}for (int64_t q = 0; q < {blk}; q++) {{")
       lines.append(f"{p}  const int64_t {self.name(rows[0])} = bb * {blk} + q;")
+      # the guard comes before the scope opens: a read the operand hoists into a temporary stays behind it (a
+      # padding row past the last one must read nothing, or it reads past the end of the operand's buffer)
+      lines.append(f"{p}  if ({self.name(rows[0])} >= {n}) {{ dst[{k} * {blk} + q] = 0; continue; }}")
       self.push_scope(lines, p + "  ", set(rows))
-      lines.append(f"{p}  if ({self.name(rows[0])} < {n}) dst[{k} * {blk} + q] = {self.expr(x)};")
-      lines.append(f"{p}  else dst[{k} * {blk} + q] = 0;")
+      lines.append(f"{p}  dst[{k} * {blk} + q] = {self.expr(x)};")
       self.scopes.pop()
       lines.append(f"{p}}}")
     nest(s.kvars, pad, body)

@@ -192,7 +192,7 @@ MATMUL = r"""/* matmul: the micro-kernel keeps an MR x NR tile of results in 2 x
 #define TJX_CONTRACT_FN
 #define TJX_CONTRACT_BODY _Pragma("clang fp contract(fast)")
 #else
-#define TJX_CONTRACT_FN __attribute__((optimize("fp-contract=fast")))
+#define TJX_CONTRACT_FN __attribute__((optimize("O3", "fp-contract=fast")))
 #define TJX_CONTRACT_BODY
 #endif
 static inline void* tjx_alloc(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64 + 64); }

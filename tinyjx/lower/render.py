@@ -63,6 +63,8 @@ class Scope:
   def __init__(self, lines: list, pad: str, defines: set | None = None):
     self.lines, self.pad, self.defines, self.cache, self.hoist = lines, pad, set(defines or ()), {}, len(lines)
 
+UNIT = "/* tjx:unit */"   # where CRenderer.render's text may be cut into translation units (after the prelude)
+
 class CRenderer(MatmulEmitter):
   """C for the CPU device (OpenMP for the parallel loop)."""
   kernel_prefix = "static void"
@@ -80,13 +82,16 @@ class CRenderer(MatmulEmitter):
 
   # --- program ---
   def render(self, kernels: list[Kernel], entries: list[list[int]]) -> str:
-    """One translation unit: the prelude, the kernels, and an entry per group of kernel indices.
+    """One translation unit: the prelude, each kernel with `tjx_kernel_<i>` (its entry alone), and a `tjx_run_<e>`
+    entry per group of kernel indices, which calls those. A `UNIT` comment opens each kernel and the entries: a
+    compiler may cut the text there into translation units that all start with the prelude and build them in
+    parallel (devices/cpu.py), since a kernel is reached only through its `tjx_kernel_<i>`.
 
     >>> from tinyjx.lower.index import build_kernel
     >>> x = UOp(Ops.PARAM, dtypes.float32, (), (0, (4,), 0))
     >>> y = UOp(Ops.SQRT, dtypes.float32, (x,))
     >>> src = CRenderer().render([build_kernel("k0", [y], {x: 0, y: 1})], [[0]])
-    >>> print(src[src.index("static void k0"):src.index("void tjx_run_0")].strip())
+    >>> print(src[src.index("static void k0"):src.index("void tjx_kernel_0")].strip())
     static void k0(const float* restrict b0, float* restrict b1) {
       for (int64_t i0 = 0; i0 < 4; i0++) {
         b1[i0] = sqrtf(b0[i0]);
@@ -95,12 +100,13 @@ class CRenderer(MatmulEmitter):
     """
     self.micro: dict = {}
     bodies = [self.kernel(k) for k in kernels]
-    parts = [C_PRELUDE, self.prelude_extra, "\n".join(self.micro.values()), *bodies]
+    parts = [C_PRELUDE, self.prelude_extra, "\n".join(self.micro.values())]
+    for i, (k, body) in enumerate(zip(kernels, bodies)):
+      parts.append(f"{UNIT}\n{body}\nvoid tjx_kernel_{i}(void **a) {{ {k.name}({self.call_args(k)}); }}\n")
+    parts.append(UNIT + "".join(f"\nvoid tjx_kernel_{i}(void **a);" for i in range(len(kernels))) + "\n")
     for e, group in enumerate(entries):
-      calls = "".join(f"  {kernels[i].name}({self.call_args(kernels[i])});\n" for i in group)
+      calls = "".join(f"  tjx_kernel_{i}(a);\n" for i in group)
       parts.append(f"void tjx_run_{e}(void **a) {{\n{calls}}}\n")
-    for i, k in enumerate(kernels):
-      parts.append(f"void tjx_kernel_{i}(void **a) {{ {k.name}({self.call_args(k)}); }}\n")
     parts.append(SET_THREADS)
     return "\n".join(parts)
 

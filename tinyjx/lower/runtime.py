@@ -29,7 +29,7 @@ import threading, time
 from dataclasses import dataclass, field
 import numpy as np
 from tinyjx import counters, settings as config
-from tinyjx.devices.python import python_rules, evaluate_node
+from tinyjx.devices.python import python_rules, evaluate_node, NumpyBuffer
 
 step_rules: dict = {}   # Ops -> fn(node, program, slots) -> Step
 KEEP_ARENA = 64 << 20   # an executable keeps its intermediates' memory between runs up to this size
@@ -206,6 +206,46 @@ class Executable:
       hook(times)
     return self._results(inputs, outs)[self.n_effects:]
 
+  def direct_runner(self):
+    """For jit's hit path: `run(input_buffers) -> fresh output Buffers`, or None where the program needs what only
+    `run` does. It does `run`'s work with everything that is the same at every call decided here, once: the program
+    is only foreign calls of kernels on host memory (no runtime step, no effect), with an arena of its own, and every
+    output a slot of its own (no input, constant or repeat handed back). The caller vouches for the inputs: Buffers of
+    this device with the program's shapes and dtypes (jit keys its cache on them). `run` returns None, and the
+    caller falls back to `Executable.run`, when an input is not contiguous, another thread has the arena, or VIZ asked
+    for a timed run."""
+    dev, prog = self.device, self.program
+    if not dev.host_memory or self._arena is None or self.n_effects: return None
+    if not all(isinstance(st, KernelCall) and st.slots is None for st in self.steps): return None
+    if any(kind != 'slot' for kind, _, _ in prog.out_plan): return None
+    programs, ins, count, template, lock = [st.program for st in self.steps], prog.in_slots, len(self.slots), \
+      self._template, self._lock
+    outs = [(self.slots[ref].shape, dt) for _, ref, dt in prog.out_plan]
+    slots = list(ins) + [ref for _, ref, _ in prog.out_plan]
+    launch, name = dev.launch, dev.name
+    binder = getattr(dev, 'binder', None)   # a device's own table for this runner, else `arguments` at every call
+    bind = binder(template) if binder is not None else \
+      (lambda slots, arrays: dev.arguments(count, dict(zip(slots, arrays)), template))
+    counts = (('kernels', len(prog.kernels)), ('flops', prog.flops), ('bytes', prog.nbytes))
+    def run(inputs: list):
+      arrays = [buf.numpy() for buf in inputs]
+      for a in arrays:
+        if not a.flags.c_contiguous: return None
+      if self.timing_hook is not None or not lock.acquire(blocking=False): return None
+      try:   # host memory: an output is allocated as the numpy array its Buffer holds (no uint8 view to reshape)
+        try:
+          results = [NumpyBuffer(name, np.empty(shape, dt.np), dt) for shape, dt in outs]
+        except MemoryError:
+          return None   # `run` says how much could not be had, and for what
+        args = bind(slots, arrays + [r.data for r in results])
+        for program in programs: launch(program, args)
+        dev.synchronize()
+      finally:
+        lock.release()
+      counters.add_many(counts)
+      return results
+    return run
+
   def _bind(self, i: int, slot: int, size: int, want: Slot, buf):
     """Input `i` as the handle kernels read: on host memory the contiguous array of the program's dtype and shape
     (runtime steps read inputs through frame.array: they see the program's shape)."""
@@ -262,7 +302,8 @@ class Executable:
     lines = [f"Executable on {self.device.name}: {len(self.kernels)} kernels, {len(self.steps)} steps, "
              f"{self.n_intermediates} intermediate buffers ({self.arena_bytes} bytes of arena)"]
     for i, k in enumerate(self.kernels):
-      lines.append(f"  kernel {i} {k.name}: {len(k.nodes)} ops, {k.flops} flops, {k.nbytes} bytes")
+      ops = f"{len(k.nodes)} ops, " if k.nodes else ""   # (a program loaded from its plan keeps no nodes)
+      lines.append(f"  kernel {i} {k.name}: {ops}{k.flops} flops, {k.nbytes} bytes")
     return "\n".join(lines) + "\n\n" + self.source
   __repr__ = __str__
 

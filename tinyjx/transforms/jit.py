@@ -45,9 +45,12 @@ class _Entry:
 
 class _Cache:
   """The entries of one function (and static spec), plus the last key and the signatures traced (the latest
-  `SIGNATURES_KEPT`), for the miss reasons of DEBUG and jax_explain_cache_misses (transforms/retrace.py)."""
-  __slots__ = ('entries', 'last', 'seen', 'warned')
-  def __init__(self): self.entries, self.last, self.seen, self.warned = {}, None, [], False
+  `SIGNATURES_KEPT`), for the miss reasons of DEBUG and jax_explain_cache_misses (transforms/retrace.py).
+  `replays` is the hit path's table (see `replay_key`), valid for the settings epoch `replay_epoch`."""
+  __slots__ = ('entries', 'last', 'seen', 'warned', 'replays', 'replay_epoch')
+  def __init__(self):
+    self.entries, self.last, self.seen, self.warned = {}, None, [], False
+    self.replays, self.replay_epoch = {}, -1
 
 SIGNATURES_KEPT = 64
 
@@ -169,7 +172,9 @@ def input_buffers(leaves: list, avals: tuple, dev) -> list:
     u = x.uop if isinstance(x, Array) else None
     if u is None: bufs.append(host_buffer(np.asarray(x), avals[i][1], dev))
     elif u.op is Ops.BUFFER: bufs.append(array.buffers[u.arg[0]])
-    elif u.op is Ops.CONST: bufs.append(host_buffer(np.full(u.shape, u.arg[0], u.dtype.np), u.dtype, dev))
+    elif u.op is Ops.CONST:   # a filled array (jnp.ones) is filled once: the Array keeps the buffer for later calls
+      bufs.append(host_buffer(np.full(u.shape, u.arg[0], u.dtype.np), u.dtype, dev))
+      x.uop = buffer_uop(bufs[-1])
     else: bufs.append(None); lazy.append(i)
   if lazy:
     done = array.realize_uops([leaves[i].uop for i in lazy], "passing an array to a jitted function")
@@ -177,6 +182,47 @@ def input_buffers(leaves: list, avals: tuple, dev) -> list:
       leaves[i].uop = b   # what Array.realize does: the graph is cut to its buffer (no TAG: the input is not traced)
       bufs[i] = array.buffers[b.arg[0]]
   return [b if b.device == dev.name else dev.from_numpy(b.numpy(), b.dtype) for b in bufs]
+
+# ---------------------------------------------------------------- the hit path
+
+def replay_key(args: tuple, kwargs: dict, device: str | None = None) -> tuple | None:
+  """The hit path's key of a call whose dynamic leaves are all computed Arrays, with their Buffers; None for any other
+  call. Everything `bind` puts in a key is in it or fixed by it: the jit's `device=` (jits of one function share a
+  cache), the argument structure (the count of positional arrays, or the treedef), and per leaf its shape, device,
+  dtype and weak type. The device the call runs on and the codegen knobs follow from those and the settings epoch."""
+  key, leaves, flat = [device, len(args)], args, not kwargs
+  for a in args:
+    if type(a) is not Array:   # a pytree (or not an array at all): flattened below
+      flat = False
+      break
+  if not flat:
+    leaves, treedef = tree_util.tree_flatten((args, kwargs))
+    key[1] = treedef
+  return _leaves_key(key, leaves)
+
+def _leaves_key(key: list, leaves) -> tuple | None:
+  """`replay_key`'s per-leaf part, appended to `key` (which holds the structure)."""
+  bufs = []
+  for x in leaves:
+    if type(x) is not Array or (b := x.realized_buffer()) is None: return None
+    key.append((b.shape, b.device, b.dtype.name, x.weak))   # (a name hashes in C, a DType in Python)
+    bufs.append(b)
+  return tuple(key), bufs
+
+def _replayer(entry: _Entry, runner):
+  """The hit path of one cache entry: `replay(buffers)` runs the executable's direct runner on the leaves' buffers
+  and returns the outputs as `_execute` does (Arrays whose node is made when first needed), or None when the runner
+  declines (then the call takes the full path)."""
+  out_weak, out_tree = entry.jaxpr.out_weak, entry.jaxpr.out_tree
+  single = out_tree == tree_util.tree_structure(0)
+  def replay(inputs: list):
+    if array.nan_hook is not None: return None
+    bufs = runner(inputs)
+    if bufs is None: return None
+    counters.add('cache_hits')
+    if single: return Array.of_buffer(bufs[0], out_weak[0])
+    return tree_util.tree_unflatten(out_tree, [Array.of_buffer(b, w) for b, w in zip(bufs, out_weak)])
+  return replay
 
 @functools.lru_cache(None)
 def _positional_treedef(n: int):
@@ -211,9 +257,37 @@ class JitFunction:
 
   # --- calling ---
   def __call__(self, *args, **kwargs):
+    cache = self._cache
+    if cache.replays and cache.replay_epoch == settings.epoch() and \
+       (found := replay_key(args, kwargs, self.device)) is not None:
+      replay = cache.replays.get(found[0])
+      out = replay(found[1]) if replay is not None else None
+      if out is not None: return out
     if settings.get('NOJIT'): return self.fun(*args, **kwargs)
     call = self.bind(args, kwargs, tracing.aval_of)
-    return self._execute(self._entry(call), call)
+    entry = self._entry(call)
+    out = self._execute(entry, call)
+    self._learn_replay(entry, call, args)
+    return out
+
+  def _learn_replay(self, entry: _Entry, call: _Call, args: tuple) -> None:
+    """After a call through `bind`: enter it in the hit path's table when a later call with the same `replay_key`
+    would do the same work, skipping the binding and the checks (see `replay_key` and `Executable.direct_runner`).
+    Not for static arguments (their values key the cache), inside a Context (its knobs are this thread's), while
+    DEBUG or NOJIT is on, or for inputs that live on another device than the call runs on."""
+    epoch = settings.epoch()
+    if epoch is None or self.static_argnums or self.static_argnames or entry.exe is None: return
+    if settings.get('DEBUG') or settings.get('NOJIT'): return
+    flat = call.treedef is _positional_treedef(len(call.args))   # what bind found (no flattening again)
+    found = _leaves_key([self.device, len(args) if flat else call.treedef], call.leaves)
+    runner = getattr(entry.exe, 'direct_runner', None)
+    if found is None or runner is None or any(b.device != call.device.name for b in found[1]): return
+    runner = runner()
+    if runner is None: return
+    if self._cache.replay_epoch != epoch: self._cache.replays, self._cache.replay_epoch = {}, epoch
+    key = found[0]
+    if not isinstance(key[1], int): key = (key[0], key[1].detached()) + key[2:]
+    self._cache.replays[key] = _replayer(entry, runner)
 
   def bind(self, args: tuple, kwargs: dict, aval_fn) -> _Call:
     call = _Call()
@@ -402,6 +476,7 @@ class JitFunction:
     """Forget every traced and compiled signature of this function."""
     self._cache.entries.clear()
     self._cache.last, self._cache.seen, self._cache.warned = None, [], False
+    self._cache.replays, self._cache.replay_epoch = {}, -1
 
   def _cache_size(self) -> int: return len(self._cache.entries)
 
