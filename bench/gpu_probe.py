@@ -7,19 +7,11 @@ CUDA is importable; without it the ceilings are left out. Complements `bench/ben
 the CPU workloads'.
 """
 from __future__ import annotations
-import argparse, os, sys, time
+import argparse, os, sys
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-def median_time(fn, repeats: int = 10) -> float:
-  fn(), fn()
-  times = []
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    fn()
-    times.append(time.perf_counter() - t0)
-  return float(np.median(times))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import median_time   # noqa: E402  (bench/bench.py: the median of timed calls after a warm-up call)
 
 def ceilings() -> dict:
   """The card's copy bandwidth (bytes read plus written) and float32 matmul rate, measured through PyTorch."""
@@ -30,7 +22,7 @@ def ceilings() -> dict:
     return {}
   a = torch.empty(1 << 28, dtype=torch.float32, device='cuda')
   b = torch.empty_like(a)
-  copy = median_time(lambda: (b.copy_(a), torch.cuda.synchronize()))
+  copy = median_time(lambda: (b.copy_(a), torch.cuda.synchronize()), 10)
   torch.backends.cuda.matmul.allow_tf32 = False
   x, y = torch.randn(8192, 8192, device='cuda'), torch.randn(8192, 8192, device='cuda')
   mm = median_time(lambda: (x @ y, torch.cuda.synchronize()), 5)
@@ -77,7 +69,7 @@ def main():
     for name, (f, inputs, want, flops, nbytes) in workloads(np.random.default_rng(0), args.small).items():
       xs = [tinyjx.device_put(v, dev) for v in inputs]
       err = rel_err(f(*xs), want)
-      t = median_time(lambda: f(*xs).block_until_ready())
+      t = median_time(lambda: f(*xs).block_until_ready(), 10)
       unit, rate = ('GFLOP/s', flops / t / 1e9) if flops else ('GB/s', nbytes / t / 1e9)
       share = f"{rate / peak[unit]:.1%}" if unit in peak else '-'
       print(f"{name:22s}{t * 1e3:10.3f}{rate:11,.1f} {unit:>4s}{share:>12s}{err:10.1e}", flush=True)
