@@ -26,10 +26,10 @@ renderer (dialects.py) only writes out what is decided here. Every kernel gets o
   TM x TN tile of the output, each of its THREADS x THREADS threads a register tile of RM x RN results, and the
   contraction runs in steps of TK, staging a TK x TM slice of x and a TK x TN slice of y in local memory between two
   barriers. Any m, n, k: loads past an edge read zeros, stores past an edge are skipped. The register tiles add in
-  the operands' type (float32 as GPU BLAS libraries do). A contraction with fewer tiles than SPREAD_POINTS and a long k (a
-  convolution's weight gradient: a small output summed over batch and image) is split first (`split_contraction`,
-  split-K): a tiled matmul over equal slices of k, the slice a batch axis, writes partial results, and the original
-  kernel adds each output's partials and applies its epilogue.
+  the operands' type (float32 as GPU BLAS libraries do). A contraction with fewer tiles than SPREAD_POINTS and a
+  long k (a convolution's weight gradient: a small output summed over batch and image) is split first
+  (`split_contraction`, split-K): a tiled matmul over equal slices of k, the slice a batch axis, writes partial
+  results, and the original kernel adds each output's partials and applies its epilogue.
 Results do not depend on the launch: the grid, local size and the order of every sum are fixed here.
 """
 from __future__ import annotations
@@ -276,8 +276,8 @@ def spread_reductions(st) -> None:
       if (found := few_long_reductions(k)) is not None:
         kernels.append(first_stage(k, *found, st, facts))
         items.append(KernelItem([]))
-      elif (slices := slices_of(k, facts)) > 1:
-        kernels.append(split_contraction(k, slices, st))
+      elif (split := split_of(k, facts)) is not None:
+        kernels.append(split_contraction(k, *split, st))
         items.append(KernelItem([]))
       kernels.append(k)
     items.append(it)
@@ -339,27 +339,27 @@ def first_stage(k: Kernel, grid: list, stmts: list, st, facts: DeviceFacts) -> K
   k.args = sorted(k.args + list(partial.values()), key=lambda x: x.arg)
   return stage
 
-def slices_of(k: Kernel, facts: DeviceFacts) -> int:
-  """How many slices split-K cuts the contraction of `k` into: a sum of products with no batch axis (other than one of
-  size 1), fewer tiles than SPREAD_POINTS work groups and a contraction at least SPLIT_K_MIN long gets about
-  2 * SPREAD_POINTS groups in all, each slice at least SLICE_MIN long and all slices of one length; 1 (no split)
-  otherwise."""
-  if reads_own_output(k) or (found := sum_of_products(k)) is None or (found_sides := sides(found)) is None: return 1
+def split_of(k: Kernel, facts: DeviceFacts):
+  """(slices, the sum of products) where split-K pays for `k`, else None: a sum of products with no batch axis (other
+  than one of size 1), fewer tiles than SPREAD_POINTS work groups and a contraction at least SPLIT_K_MIN long gets
+  about 2 * SPREAD_POINTS groups in all, each slice at least SLICE_MIN long and all slices of one length."""
+  if reads_own_output(k) or (found := sum_of_products(k)) is None or (found_sides := sides(found)) is None: return None
   iv, jv, bv, kv = found_sides[:4]
   m, n, kn = (math.prod(v.arg[1] for v in vs) for vs in (iv, jv, kv))
   tiles = tile_count(m, n, facts)
   batch = math.prod(v.arg[1] for v in bv)
-  if batch > 1 or tiles >= SPREAD_POINTS or kn < SPLIT_K_MIN or m * n * kn < MATMUL_MIN_WORK: return 1
+  if batch > 1 or tiles >= SPREAD_POINTS or kn < SPLIT_K_MIN or m * n * kn < MATMUL_MIN_WORK: return None
   want = min(-(-2 * SPREAD_POINTS // tiles), kn // SLICE_MIN)
-  return next((d for d in range(want, 1, -1) if kn % d == 0), 1)
+  slices = next((d for d in range(want, 1, -1) if kn % d == 0), 1)
+  return (slices, found) if slices > 1 else None
 
-def split_contraction(k: Kernel, slices: int, st) -> Kernel:
+def split_contraction(k: Kernel, slices: int, found: tuple, st) -> Kernel:
   """Split-K: the kernel that sums the products of `k` over each of `slices` equal slices of its contraction into a
   new intermediate buffer (slice-major, one partial per output point and slice; the slice is a batch axis of its
   tiled matmul, so there are `slices` times as many work groups). `k` then adds each output point's partials and
   stores as before (in place)."""
   from tinyjx.lower.runtime import Slot
-  loops, red, acc, store, _, _ = sum_of_products(k)
+  loops, red, acc, store, _, _ = found
   sizes = [l.size for l in loops]
   points, outer = math.prod(sizes), [l.var for l in loops]
   taken = [l.var for l in walk(k.body) if isinstance(l, Loop)]

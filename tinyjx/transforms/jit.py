@@ -282,10 +282,11 @@ class JitFunction:
     found = _leaves_key([self.device, len(args) if flat else call.treedef], call.leaves)
     runner = getattr(entry.exe, 'direct_runner', None)
     if found is None or runner is None or any(b.device != call.device.name for b in found[1]): return
-    runner = runner()
-    if runner is None: return
     if self._cache.replay_epoch != epoch: self._cache.replays, self._cache.replay_epoch = {}, epoch
     key = found[0]
+    if key in self._cache.replays: return   # known already (its runner declined this call): no second runner
+    runner = runner()
+    if runner is None: return
     if not isinstance(key[1], int): key = (key[0], key[1].detached()) + key[2:]
     self._cache.replays[key] = _replayer(entry, runner)
 
