@@ -34,7 +34,8 @@ from tinyjx.lower.symbolic import IDX
 PARALLEL_WORK = 1 << 16          # below this many operations a parallel region costs more than it saves
 MATMUL_MIN_WORK = 1 << 15        # multiply-adds below which the plain loop nest is as fast
 MATMUL_MIN_K = 4                 # a shorter contraction is a column reduction: packing would cost more
-MICRO_ROWS = 12                  # rows of a matmul micro-tile: 2 x 12 vector accumulators fit 32 registers
+MICRO_ROWS = 12                  # rows of a matmul micro-tile: 2 x 12 vector accumulators fit 32 registers (AVX-512)
+MICRO_ROWS_16 = 6                # with 16 vector registers (AVX2): 2 x 6 accumulators, two loads and a broadcast
 PACK_CACHE = 1 << 19             # bytes of a packed operand that stay in cache while the other side streams past
 KC_TARGET = 256                  # contraction rows per chunk of a long contraction
 SPLIT_GROUPS = 16                # groups of chunks of a split contraction (fixed: results never depend on threads)
@@ -103,15 +104,16 @@ def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int) ->
   MatmulPlan(mr=12, nr=32, vector_bytes=64, x_panels=False, chunked=True, chunk=256, chunks=4, split_groups=0)
   """
   size, nr = dtype.itemsize, 2 * vector_bytes // dtype.itemsize
+  mr = MICRO_ROWS if vector_bytes >= 64 else MICRO_ROWS_16
   x_panels = m * k * size > PACK_CACHE and n * k * size <= PACK_CACHE
   whole_rows, panel_rows, inner = (n, m, k // outer) if x_panels else (m, n, k // outer)
   chunked = k > 2 * KC_TARGET and outer > 1 and (whole_rows + 16) * 32 * size <= PACK_CACHE
-  if not chunked: return MatmulPlan(MICRO_ROWS, nr, vector_bytes, x_panels, chunk=outer)
+  if not chunked: return MatmulPlan(mr, nr, vector_bytes, x_panels, chunk=outer)
   per = max(1, KC_TARGET // inner)
   per = -(-outer // -(-outer // per))          # the same number of chunks, of even sizes
   chunks = -(-outer // per)
   split = -(-panel_rows // 32) < 4 and chunks >= 4 * SPLIT_GROUPS
-  return MatmulPlan(MICRO_ROWS, nr, vector_bytes, x_panels, True, per, chunks, SPLIT_GROUPS if split else 0)
+  return MatmulPlan(mr, nr, vector_bytes, x_panels, True, per, chunks, SPLIT_GROUPS if split else 0)
 
 def is_matmul(k: Kernel) -> bool:
   """The kernel is batch loops around one `Matmul` (as_matmul made it): the other loop rewrites leave it alone."""

@@ -196,6 +196,11 @@ MATMUL = r"""/* matmul: the micro-kernel keeps an MR x NR tile of results in 2 x
 #define TJX_CONTRACT_BODY
 #endif
 static inline void* tjx_alloc(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64 + 64); }
+#if defined(__GNUC__) && !defined(__clang__)
+#define TJX_UNROLL4 _Pragma("GCC unroll 4")
+#else
+#define TJX_UNROLL4
+#endif
 #define TJX_MICRO(T, V, N, MR, NR) \
 TJX_CONTRACT_FN TJX_MICRO_TARGET static void tjx_mm_##N(int64_t K, const T* restrict a, const T* restrict b, \
                                                        T* restrict c, int more) { \
@@ -203,11 +208,11 @@ TJX_CONTRACT_FN TJX_MICRO_TARGET static void tjx_mm_##N(int64_t K, const T* rest
   V acc[MR][2]; \
   if (more) memcpy(acc, c, sizeof acc); \
   else for (int r = 0; r < MR; r++) { acc[r][0] = (V){0}; acc[r][1] = (V){0}; } \
-  for (int64_t k = 0; k < K; k++) { \
+  TJX_UNROLL4 for (int64_t k = 0; k < K; k++) { \
     V b0, b1; \
     memcpy(&b0, b + k * NR, sizeof(V)); memcpy(&b1, b + k * NR + NR / 2, sizeof(V)); \
     for (int r = 0; r < MR; r++) { \
-      V av = (V){0} + a[k * MR + r]; \
+      V av = a[k * MR + r] - (V){0}; /* a broadcast: x - 0 is x exactly, so it folds (x + 0 turns -0 to +0) */ \
       acc[r][0] += av * b0; acc[r][1] += av * b1; } } \
   memcpy(c, acc, sizeof acc); }
 """
