@@ -507,7 +507,9 @@ def test_block_until_ready_and_device_put():
 
 # ---------------------------------------------------------------- property test: jit agrees with eager
 
-UNARY = [jnp.sin, jnp.exp, jnp.tanh, lambda x: x * x, lambda x: jnp.maximum(x, 0.0)]
+# exp takes a bounded argument: a chain of exps overflows float32's precision (exp(exp(x) + y) is near 1e18, and sin
+# of that differs in its first digit between any two correct exps one ulp apart)
+UNARY = [jnp.sin, lambda x: jnp.exp(jnp.tanh(x)), jnp.tanh, lambda x: x * x, lambda x: jnp.maximum(x, 0.0)]
 
 @hsettings(max_examples=examples(30), deadline=None)
 @given(shape=st.lists(st.integers(0, 4), min_size=0, max_size=3), ops=st.lists(st.integers(0, len(UNARY) - 1),
