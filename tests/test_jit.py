@@ -270,6 +270,55 @@ def test_filled_inputs_are_filled_once_and_keep_their_value():
   close(x * 5, [5, 5, 5])
   close(tinyjx.grad(lambda v: (f(v) * v).sum())(x), [3, 3, 3])
 
+@needs_replay
+@pytest.mark.parametrize('shape,dtype', [((), np.float32), ((1,), np.float32), ((16,), np.float32), ((17,), np.float32),
+                                         ((2, 4), np.float32), ((3,), np.int32), ((5,), np.int8), ((0,), np.float32)],
+                         ids=['0d', '1', '16-pooled', '17-own', '2x4', 'i32', 'i8', 'empty'])
+def test_replayed_outputs_chain_and_stay_fresh_across_pool_blocks(shape, dtype):
+  """The CPU hit path hands out outputs of up to POOL_BYTES as rows of a shared block and reads an input's address
+  once per Buffer: chaining outputs into the next call through several blocks, every kept result keeps its value."""
+  from tinyjx.devices import cpu
+  f = tinyjx.jit(lambda x: x + 1)
+  y = jnp.asarray(np.zeros(shape, dtype))
+  kept = []
+  with counters.measure() as c:
+    for _ in range(3 * cpu.POOL_ROWS + 5):
+      y = f(y)
+      kept.append(y)
+  assert c['traces'] == 1 and c['cache_hits'] >= 3 * cpu.POOL_ROWS
+  for i, k in enumerate(kept):
+    assert k.shape == shape and k.dtype == dtype
+    np.testing.assert_array_equal(np.asarray(k), np.full(shape, i + 1).astype(dtype))   # (int8 wraps)
+  arrays = [np.asarray(k) for k in kept[-cpu.POOL_ROWS - 2:]]
+  assert not any(np.shares_memory(a, b) for a, b in zip(arrays, arrays[1:])) or arrays[0].size == 0
+
+@needs_replay
+def test_replay_reads_strided_inputs_right():
+  """A Buffer whose array is not C-contiguous (a view) is not bound by address: the call takes the full path."""
+  from tinyjx.devices.python import NumpyBuffer
+  from tinyjx.array import Array, buffer_uop
+  f = hot(tinyjx.jit(lambda x: x * 2), arr(4))
+  data = np.arange(8, dtype=np.float32)[::2]
+  x = Array(buffer_uop(NumpyBuffer(tinyjx.devices.get(tinyjx.devices.default_name()).name, data, dtypes.float32)))
+  close(f(x), data * 2); close(f(x), data * 2)
+  assert x.realized_buffer().address == 0
+
+@needs_replay
+def test_replay_sets_the_thread_count_of_each_settings_epoch():
+  """TINYJX_THREADS is read when the hit path is built: a change ends the epoch, and the next call runs with it."""
+  from tinyjx.devices import cpu
+  f = tinyjx.jit(lambda x: jnp.tanh(x) * 2)
+  x = arr(1 << 18)
+  try:
+    for n in (1, 2, 1):
+      tinyjx.config.update('TINYJX_THREADS', n)
+      hot(f, x)
+      cpu._threads[1] = None
+      close(f(x), np.tanh(np.asarray(x)) * 2, 1e-5)
+      assert cpu._threads[1] == n
+  finally:
+    tinyjx.config.update('TINYJX_THREADS', 0)
+
 # ---------------------------------------------------------------- fresh outputs
 
 def test_outputs_are_fresh_every_call():

@@ -57,9 +57,11 @@ def concretization_error(u: UOp, operation: str) -> ConcretizationError:
 
 # --- buffers: device memory owned by a BUFFER node ---
 class Buffer:
-  """Device memory for one array. Subclasses per device; `numpy()` copies the value out to the host."""
+  """Device memory for one array. Subclasses per device; `numpy()` copies the value out to the host. `key` is what
+  jit's hit path keys a call on (shape, device, dtype name), made once here."""
   def __init__(self, device: str, shape: tuple, dtype: DType):
     self.device, self.shape, self.dtype = device, tuple(shape), dtype
+    self.key = (self.shape, device, dtype.name)
   def numpy(self) -> np.ndarray: raise NotImplementedError
 
 buffers: dict[int, Buffer] = {}   # BUFFER uid -> Buffer, freed when the BUFFER node is collected

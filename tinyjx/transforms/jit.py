@@ -188,40 +188,55 @@ def input_buffers(leaves: list, avals: tuple, dev) -> list:
 def replay_key(args: tuple, kwargs: dict, device: str | None = None) -> tuple | None:
   """The hit path's key of a call whose dynamic leaves are all computed Arrays, with their Buffers; None for any other
   call. Everything `bind` puts in a key is in it or fixed by it: the jit's `device=` (jits of one function share a
-  cache), the argument structure (the count of positional arrays, or the treedef), and per leaf its shape, device,
-  dtype and weak type. The device the call runs on and the codegen knobs follow from those and the settings epoch."""
-  key, leaves, flat = [device, len(args)], args, not kwargs
-  for a in args:
-    if type(a) is not Array:   # a pytree (or not an array at all): flattened below
-      flat = False
-      break
-  if not flat:
-    leaves, treedef = tree_util.tree_flatten((args, kwargs))
-    key[1] = treedef
-  return _leaves_key(key, leaves)
+  cache), the argument structure (the count of positional arrays, or the treedef), and per leaf its Buffer's `key`
+  (shape, device, dtype name) and its weak type. The device the call runs on and the codegen knobs follow from those
+  and the settings epoch."""
+  if kwargs: return _tree_replay_key(args, kwargs, device)
+  key, bufs = [device, len(args)], []
+  for x in args:
+    if type(x) is not Array: return _tree_replay_key(args, kwargs, device)
+    b = x._buffer or x.realized_buffer()   # (an Array's `_buffer`, when set, is its computed value)
+    if b is None: return None
+    key.append(b.key)
+    key.append(x.weak)
+    bufs.append(b)
+  return tuple(key), bufs
+
+def _tree_replay_key(args: tuple, kwargs: dict, device: str | None) -> tuple | None:
+  """`replay_key` of a call with pytree arguments or keywords: the treedef stands for the structure."""
+  leaves, treedef = tree_util.tree_flatten((args, kwargs))
+  return _leaves_key([device, treedef], leaves)
 
 def _leaves_key(key: list, leaves) -> tuple | None:
   """`replay_key`'s per-leaf part, appended to `key` (which holds the structure)."""
   bufs = []
   for x in leaves:
     if type(x) is not Array or (b := x.realized_buffer()) is None: return None
-    key.append((b.shape, b.device, b.dtype.name, x.weak))   # (a name hashes in C, a DType in Python)
+    key.append(b.key)
+    key.append(x.weak)
     bufs.append(b)
   return tuple(key), bufs
+
+HIT = (('cache_hits', 1),)
 
 def _replayer(entry: _Entry, runner):
   """The hit path of one cache entry: `replay(buffers)` runs the executable's direct runner on the leaves' buffers
   and returns the outputs as `_execute` does (Arrays whose node is made when first needed), or None when the runner
-  declines (then the call takes the full path)."""
+  declines (then the call takes the full path). The runner counts the hit (HIT) with its kernels."""
   out_weak, out_tree = entry.jaxpr.out_weak, entry.jaxpr.out_tree
-  single = out_tree == tree_util.tree_structure(0)
+  of_buffer = Array.of_buffer
+  if out_tree == tree_util.tree_structure(0):
+    weak = out_weak[0]
+    def replay_one(inputs: list):
+      if array.nan_hook is not None: return None
+      bufs = runner(inputs)
+      return None if bufs is None else of_buffer(bufs[0], weak)
+    return replay_one
   def replay(inputs: list):
     if array.nan_hook is not None: return None
     bufs = runner(inputs)
     if bufs is None: return None
-    counters.add('cache_hits')
-    if single: return Array.of_buffer(bufs[0], out_weak[0])
-    return tree_util.tree_unflatten(out_tree, [Array.of_buffer(b, w) for b, w in zip(bufs, out_weak)])
+    return tree_util.tree_unflatten(out_tree, [of_buffer(b, w) for b, w in zip(bufs, out_weak)])
   return replay
 
 @functools.lru_cache(None)
@@ -285,7 +300,7 @@ class JitFunction:
     if self._cache.replay_epoch != epoch: self._cache.replays, self._cache.replay_epoch = {}, epoch
     key = found[0]
     if key in self._cache.replays: return   # known already (its runner declined this call): no second runner
-    runner = runner()
+    runner = runner(HIT)
     if runner is None: return
     if not isinstance(key[1], int): key = (key[0], key[1].detached()) + key[2:]
     self._cache.replays[key] = _replayer(entry, runner)
