@@ -303,6 +303,14 @@ def test_replay_reads_strided_inputs_right():
   close(f(x), data * 2); close(f(x), data * 2)
   assert x.realized_buffer().address == 0
 
+def test_replay_key_follows_a_relabeled_buffer():
+  """pmap relabels the output buffers of virtual host devices: the hit path's key must name the new device."""
+  x = arr(3)
+  b = x.realized_buffer()
+  key = tinyjx.transforms.jit.replay_key((x,), {})[0]
+  b.device = 'CPU:7'
+  assert tinyjx.transforms.jit.replay_key((x,), {})[0] != key and b.key == (b.shape, 'CPU:7', 'float32')
+
 @needs_replay
 def test_replay_sets_the_thread_count_of_each_settings_epoch():
   """TINYJX_THREADS is read when the hit path is built: a change ends the epoch, and the next call runs with it."""

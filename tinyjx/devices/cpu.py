@@ -402,7 +402,7 @@ def _output_maker(device: str, shape: tuple, dt):
   new, key = object.__new__, (shape, device, dt.name)
   def fresh(data: np.ndarray, addr: int) -> NumpyBuffer:
     b = new(NumpyBuffer)
-    b.device, b.shape, b.dtype, b.key, b.data, b.address = device, shape, dt, key, data, addr
+    b._device, b.shape, b.dtype, b.key, b.data, b.address = device, shape, dt, key, data, addr
     return b
   if nbytes == 0 or nbytes > POOL_BYTES:
     def make() -> NumpyBuffer:
