@@ -32,7 +32,7 @@ from __future__ import annotations
 import ctypes, hashlib, json, os, platform, re, shutil, subprocess, tempfile, threading, time
 from functools import lru_cache
 import numpy as np
-from tinyjx import settings as config
+from tinyjx import counters, settings as config
 from tinyjx.devices import Backend, diskcache
 from tinyjx.devices.python import NumpyBuffer
 
@@ -343,30 +343,39 @@ class CPUDevice(Backend):
     _threads[1] = config.get('TINYJX_THREADS') or thread_count()
     return table
 
-  def replayer(self, base, programs: list, in_slots: list, outs: list, parallel: bool):
-    """Not part of the contract: jit's hit path on this device. `run(inputs)` binds the input Buffers and fresh
-    outputs (`outs`: (slot, shape, dtype) each) into a table of its own, copied from `base` once, launches `programs`
-    on it and returns the output Buffers; None when an input is not C-contiguous (the caller takes `Executable.run`).
-    The caller holds the executable's lock (the table is reused) and vouches for the inputs: NumpyBuffers of this
-    device with the program's shapes and dtypes. Everything fixed between calls is decided here: an input's address
-    is read once per Buffer (`NumpyBuffer.address`), the thread count is set only for a program with a parallel
-    region (TINYJX_THREADS is fixed while jit's replay table is valid: it is keyed on the settings epoch)."""
-    table, launch = type(base).from_buffer_copy(base), self.launch
+  def replayer(self, base, programs: list, in_slots: list, outs: list, parallel: bool, owner, counts: tuple):
+    """Not part of the contract: jit's hit path on this device (`Executable.direct_runner`). `run(inputs)` binds the
+    input Buffers and fresh outputs (`outs`: (slot, shape, dtype) each) into a table of its own, copied from `base`
+    once, launches `programs` on it, adds `counts` to the counters and returns the output Buffers; None when it
+    declines and the caller takes `Executable.run`: an input is not C-contiguous, another thread holds `owner._lock`
+    (the table and the executable's arena are reused), `owner.timing_hook` is set, or memory ran out (`run` says how
+    much, for what). The caller vouches for the inputs: NumpyBuffers of this device with the program's shapes and
+    dtypes. Everything fixed between calls is decided here: an input's address is read once per Buffer
+    (`NumpyBuffer.address`), the thread count is set only for a program with a parallel region (TINYJX_THREADS is
+    fixed while jit's replay table is valid: it is keyed on the settings epoch), and a launch is synchronous."""
+    table, launch, lock = type(base).from_buffer_copy(base), self.launch, owner._lock
     makers = [(slot, _output_maker(self.name, shape, dt)) for slot, shape, dt in outs]
-    knob = config.get('TINYJX_THREADS')
+    knob, add_many = config.get('TINYJX_THREADS'), counters.add_many
     def run(inputs: list):
-      for slot, b in zip(in_slots, inputs):
-        addr = b.address
-        if addr is None: addr = b.address = contiguous_address(b.data)
-        if not addr: return None
-        table[slot] = addr
-      results = []
-      for slot, make in makers:
-        r = make()
-        table[slot] = r.address
-        results.append(r)
-      if parallel: _threads[1] = knob or thread_count()
-      for program in programs: launch(program, table)
+      if owner.timing_hook is not None or not lock.acquire(blocking=False): return None
+      try:
+        for slot, b in zip(in_slots, inputs):
+          addr = b.address
+          if addr is None: addr = b.address = contiguous_address(b.data)
+          if not addr: return None
+          table[slot] = addr
+        results = []
+        for slot, make in makers:
+          r = make()
+          table[slot] = r.address
+          results.append(r)
+        if parallel: _threads[1] = knob or thread_count()
+        for program in programs: launch(program, table)
+      except MemoryError:
+        return None
+      finally:
+        lock.release()
+      add_many(counts)
       return results
     return run
 

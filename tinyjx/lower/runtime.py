@@ -214,18 +214,18 @@ class Executable:
     this device with the program's shapes and dtypes (jit keys its cache on them); `counts` are the caller's own
     (name, n) counter pairs, added with the run's. `run` returns None, and the caller falls back to
     `Executable.run`, when an input is not contiguous, another thread has the arena, or VIZ asked for a timed run.
-    The binding and launching are the device's `replayer` where it has one (the CPU's), else `arguments`."""
+    The device's `replayer` is all of `run` where it has one (the CPU's); else the binding goes through `arguments`."""
     dev, prog = self.device, self.program
     if not dev.host_memory or self._arena is None or self.n_effects: return None
     if not all(isinstance(st, KernelCall) and st.slots is None for st in self.steps): return None
     if any(kind != 'slot' for kind, _, _ in prog.out_plan): return None
     programs, lock = [st.program for st in self.steps], self._lock
     outs = [(ref, self.slots[ref].shape, dt) for _, ref, dt in prog.out_plan]
-    replayer = getattr(dev, 'replayer', None)
-    replay = replayer(self._template, programs, list(prog.in_slots), outs, 'omp parallel' in self.source) \
-      if replayer is not None else self._generic_replay(programs, outs)
     counts = (('kernels', len(prog.kernels)), ('flops', prog.flops), ('bytes', prog.nbytes)) + tuple(counts)
-    add_many = counters.add_many
+    replayer = getattr(dev, 'replayer', None)
+    if replayer is not None:
+      return replayer(self._template, programs, list(prog.in_slots), outs, 'omp parallel' in self.source, self, counts)
+    replay, add_many = self._generic_replay(programs, outs), counters.add_many
     def run(inputs: list):
       if self.timing_hook is not None or not lock.acquire(blocking=False): return None
       try:
