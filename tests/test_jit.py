@@ -206,6 +206,26 @@ def test_replay_of_pytrees_keys_on_structure():
   with counters.measure() as c: out = f({'a': a, 'b': b, 'z': a})
   assert c['traces'] == 1 and set(out) == {'a', 'b', 'z'}
 
+@needs_replay
+def test_replay_structure_tells_containers_and_aux_data_apart():
+  """The hit path keys pytrees on plain-tuple structures: a list is not a tuple, a namedtuple is not a tuple, a custom
+  node's aux data is part of the key, and unhashable aux data (a dict) makes the call take the full path."""
+  Pair = collections.namedtuple('Pair', 'a b')
+  class Box:
+    def __init__(self, v, tag): self.v, self.tag = v, tag
+  tinyjx.tree_util.register_pytree_node(Box, lambda b: ((b.v,), b.tag), lambda tag, kids: Box(kids[0], tag))
+  f = tinyjx.jit(lambda t: tinyjx.tree_util.tree_map(lambda v: v * 2, t))
+  a, b = arr(2), arr(2, seed=1)
+  for tree in ([a, b], (a, b), Pair(a, b), Box(a, 'x'), Box(a, 'y'), Box(a, {'k': 1})):
+    hot(f, tree)
+    got = f(tree)
+    assert type(got) is type(tree)
+    for g, w in zip(tinyjx.tree_util.tree_leaves(got), tinyjx.tree_util.tree_leaves(tree)): close(g, np.asarray(w) * 2)
+    if isinstance(tree, Box): assert got.tag == tree.tag
+  with counters.measure() as c: f(Box(b, 'x')); f([b, a]); f(Pair(b, a))
+  assert c['traces'] == 0
+  assert tinyjx.transforms.jit.replay_key((Box(a, {'k': 1}),), {}) is None
+
 def test_replay_with_static_and_keyword_arguments_stays_exact():
   g = tinyjx.jit(lambda x, n, scale=1.0: x * n * scale, static_argnums=1)
   x = arr(3)

@@ -203,9 +203,26 @@ def replay_key(args: tuple, kwargs: dict, device: str | None = None) -> tuple | 
   return tuple(key), bufs
 
 def _tree_replay_key(args: tuple, kwargs: dict, device: str | None) -> tuple | None:
-  """`replay_key` of a call with pytree arguments or keywords: the treedef stands for the structure."""
-  leaves, treedef = tree_util.tree_flatten((args, kwargs))
-  return _leaves_key([device, treedef], leaves)
+  """`replay_key` of a call with pytree arguments or keywords: `_structure` stands for the argument structure."""
+  leaves: list = []
+  try:
+    structure = _structure((args, kwargs), leaves)
+    hash(structure)
+  except TypeError:   # unhashable aux data: such calls take the full path
+    return None
+  return _leaves_key([device, structure], leaves)
+
+def _structure(x, leaves: list):
+  """The structure of pytree `x` as plain tuples, `(type, aux data, children)` per node and None per leaf, with its
+  leaves appended to `leaves` in `tree_flatten`'s order. Equal structures are equal treedefs (a node's type fixes its
+  rules), but building one makes no PyTreeDef and hashing or comparing it runs in C: the hit path's key."""
+  t = type(x)
+  node = None if t is Array else tree_util._node_of(t)
+  if node is None:
+    leaves.append(x)
+    return None
+  kids, aux = node.flatten(x)
+  return (t, aux, tuple([_structure(c, leaves) for c in kids]))
 
 def _leaves_key(key: list, leaves) -> tuple | None:
   """`replay_key`'s per-leaf part, appended to `key` (which holds the structure)."""
@@ -293,16 +310,16 @@ class JitFunction:
     epoch = settings.epoch()
     if epoch is None or self.static_argnums or self.static_argnames or entry.exe is None: return
     if settings.get('DEBUG') or settings.get('NOJIT'): return
-    flat = call.treedef is _positional_treedef(len(call.args))   # what bind found (no flattening again)
-    found = _leaves_key([self.device, len(args) if flat else call.treedef], call.leaves)
+    found = replay_key(args, call.kwargs, self.device)
     runner = getattr(entry.exe, 'direct_runner', None)
     if found is None or runner is None or any(b.device != call.device.name for b in found[1]): return
+    if len(found[1]) != len(call.leaves) or any(b is not x.realized_buffer() for b, x in zip(found[1], call.leaves)):
+      return   # (the key's leaves are not the ones bind traced with, in order: never replay such a key)
     if self._cache.replay_epoch != epoch: self._cache.replays, self._cache.replay_epoch = {}, epoch
     key = found[0]
     if key in self._cache.replays: return   # known already (its runner declined this call): no second runner
     runner = runner(HIT)
     if runner is None: return
-    if not isinstance(key[1], int): key = (key[0], key[1].detached()) + key[2:]
     self._cache.replays[key] = _replayer(entry, runner)
 
   def bind(self, args: tuple, kwargs: dict, aval_fn) -> _Call:
