@@ -366,6 +366,24 @@ def test_identity_and_closure_outputs_are_not_aliases():
   assert not np.shares_memory(xb, tinyjx.array.buffers[x2.uop.arg[0]].numpy())
   close(x1, [0, 0]); close(w2, [1, 1])
 
+@needs_replay
+def test_replayed_identity_constant_and_repeated_outputs_are_fresh_copies(monkeypatch):
+  """Outputs that are an input, a closed-over constant or an earlier output replay too (as copies), never aliased."""
+  from tinyjx.lower import runtime
+  w = jnp.asarray(np.arange(3, dtype=np.float32))
+  def f(x):
+    y = x * 2
+    return x, w, y, y, jnp.sin(x)
+  g = hot(tinyjx.jit(f), arr(3))
+  monkeypatch.setattr(runtime.Executable, 'run', lambda *a: pytest.fail("the hit path took Executable.run"))
+  x = arr(3, seed=5)
+  outs = [g(x) for _ in range(3)]
+  for o in outs:
+    close(o[0], x); close(o[1], w); close(o[2], np.asarray(x) * 2); close(o[3], np.asarray(x) * 2)
+    close(o[4], np.sin(np.asarray(x)))
+  arrays = [np.asarray(a) for o in outs for a in o] + [np.asarray(x), np.asarray(w)]
+  assert not any(np.shares_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1:])
+
 # ---------------------------------------------------------------- static arguments
 
 def test_static_argnames_and_keyword_inference():

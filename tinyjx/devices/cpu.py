@@ -345,16 +345,19 @@ class CPUDevice(Backend):
 
   def replayer(self, base, programs: list, in_slots: list, outs: list, parallel: bool, owner, counts: tuple):
     """Not part of the contract: jit's hit path on this device (`Executable.direct_runner`). `run(inputs)` binds the
-    input Buffers and fresh outputs (`outs`: (slot, shape, dtype) each) into a table of its own, copied from `base`
-    once, launches `programs` on it, adds `counts` to the counters and returns the output Buffers; None when it
-    declines and the caller takes `Executable.run`: an input is not C-contiguous, another thread holds `owner._lock`
-    (the table and the executable's arena are reused), `owner.timing_hook` is set, or memory ran out (`run` says how
-    much, for what). The caller vouches for the inputs: NumpyBuffers of this device with the program's shapes and
-    dtypes. Everything fixed between calls is decided here: an input's address is read once per Buffer
-    (`NumpyBuffer.address`), the thread count is set only for a program with a parallel region (TINYJX_THREADS is
+    input Buffers and fresh outputs into a table of its own, copied from `base` once, launches `programs` on it, adds
+    `counts` to the counters and returns the output Buffers (`outs`, in order: (slot, shape, dtype, None) for an
+    output slot, (None, None, dtype, copy) for one that `copy(inputs, results so far)` makes after the launch); None
+    when it declines and the caller takes `Executable.run`: an input is not C-contiguous, another thread holds
+    `owner._lock` (the table and the executable's arena are reused), `owner.timing_hook` is set, or memory ran out
+    (`run` says how much, for what). The caller vouches for the inputs: NumpyBuffers of this device with the
+    program's shapes and dtypes. Everything fixed between calls is decided here: an input's address is read once per
+    Buffer (`NumpyBuffer.address`), the thread count is set only for a program with a parallel region (TINYJX_THREADS is
     fixed while jit's replay table is valid: it is keyed on the settings epoch), and a launch is synchronous."""
     table, launch, lock = type(base).from_buffer_copy(base), self.launch, owner._lock
-    makers = [(slot, _output_maker(self.name, shape, dt)) for slot, shape, dt in outs]
+    makers = [(slot, _output_maker(self.name, shape, dt)) for slot, shape, dt, copy in outs if copy is None]
+    copies = [(i, copy, dt) for i, (_, _, dt, copy) in enumerate(outs) if copy is not None]
+    name = self.name
     knob, add_many = config.get('TINYJX_THREADS'), counters.add_many
     def run(inputs: list):
       if owner.timing_hook is not None or not lock.acquire(blocking=False): return None
@@ -371,6 +374,7 @@ class CPUDevice(Backend):
           results.append(r)
         if parallel: _threads[1] = knob or thread_count()
         for program in programs: launch(program, table)
+        for i, copy, dt in copies: results.insert(i, NumpyBuffer(name, copy(inputs, results), dt))
       except MemoryError:
         return None
       finally:

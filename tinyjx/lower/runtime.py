@@ -210,17 +210,17 @@ class Executable:
     """For jit's hit path: `run(input_buffers) -> fresh output Buffers`, or None where the program needs what only
     `run` does. It does `run`'s work with everything that is the same at every call decided here, once: the program
     is only foreign calls of kernels on host memory (no runtime step, no effect), with an arena of its own, and every
-    output a slot of its own (no input, constant or repeat handed back). The caller vouches for the inputs: Buffers of
-    this device with the program's shapes and dtypes (jit keys its cache on them); `counts` are the caller's own
-    (name, n) counter pairs, added with the run's. `run` returns None, and the caller falls back to
+    output a slot of its own or a copy of an input, a constant or an earlier output. The caller vouches for the
+    inputs: Buffers of this device with the program's shapes and dtypes (jit keys its cache on them); `counts` are
+    the caller's own (name, n) counter pairs, added with the run's. `run` returns None, and the caller falls back to
     `Executable.run`, when an input is not contiguous, another thread has the arena, or VIZ asked for a timed run.
     The device's `replayer` is all of `run` where it has one (the CPU's); else the binding goes through `arguments`."""
     dev, prog = self.device, self.program
     if not dev.host_memory or self._arena is None or self.n_effects: return None
     if not all(isinstance(st, KernelCall) and st.slots is None for st in self.steps): return None
-    if any(kind != 'slot' for kind, _, _ in prog.out_plan): return None
     programs, lock = [st.program for st in self.steps], self._lock
-    outs = [(ref, self.slots[ref].shape, dt) for _, ref, dt in prog.out_plan]
+    outs = [(ref, self.slots[ref].shape, dt, None) if kind == 'slot' else (None, None, dt, self._copier(kind, ref))
+            for kind, ref, dt in prog.out_plan]
     counts = (('kernels', len(prog.kernels)), ('flops', prog.flops), ('bytes', prog.nbytes)) + tuple(counts)
     replayer = getattr(dev, 'replayer', None)
     if replayer is not None:
@@ -238,19 +238,32 @@ class Executable:
       return results
     return run
 
+  def _copier(self, kind: str, ref: int):
+    """For `direct_runner`: `copy(inputs, results)`, a fresh host copy of an output that is not a slot of its own (what
+    `_results` makes of it): input `ref`, constant slot `ref` or the earlier output `ref`."""
+    if kind == 'input': return lambda inputs, results: np.array(inputs[ref].numpy(), copy=True, order='C')
+    if kind == 'const':
+      const = self._const_arrays[ref]
+      return lambda inputs, results: np.array(const, copy=True, order='C')
+    return lambda inputs, results: np.array(results[ref].numpy(), copy=True, order='C')
+
   def _generic_replay(self, programs: list, outs: list):
     """`direct_runner`'s binding through the device contract's `arguments` (a host-memory device without `replayer`):
     output arrays are the numpy arrays their Buffers hold."""
     dev, ins, count, template = self.device, self.program.in_slots, len(self.slots), self._template
-    slots = list(ins) + [ref for ref, _, _ in outs]
+    own = [(slot, shape, dt) for slot, shape, dt, copy in outs if copy is None]
+    slots = list(ins) + [slot for slot, _, _ in own]
     def replay(inputs: list):
       arrays = [buf.numpy() for buf in inputs]
       for a in arrays:
         if not a.flags.c_contiguous: return None
-      results = [NumpyBuffer(dev.name, np.empty(shape, dt.np), dt) for _, shape, dt in outs]
-      args = dev.arguments(count, dict(zip(slots, arrays + [r.data for r in results])), template)
+      made = [NumpyBuffer(dev.name, np.empty(shape, dt.np), dt) for _, shape, dt in own]
+      args = dev.arguments(count, dict(zip(slots, arrays + [r.data for r in made])), template)
       for program in programs: dev.launch(program, args)
       dev.synchronize()
+      results, it = [], iter(made)
+      for _, _, dt, copy in outs:
+        results.append(next(it) if copy is None else NumpyBuffer(dev.name, copy(inputs, results), dt))
       return results
     return replay
 
