@@ -16,7 +16,8 @@ Closures: a closed-over concrete array becomes a constant of the jaxpr at trace 
 seen by the first trace is used until something in the key changes; re-binding the Python variable does
 not retrace (pass the array as an argument if it changes).
 
-The hit path is a tuple build, a dict lookup and one `exe.run`: no graph walks, no logging unless DEBUG.
+The hit path (`replay_key`, the table `_Cache.replays`, `Executable.direct_runner`) is a tuple build, a dict lookup
+and the device's replay of the kernels: no graph walks, no binding checks, no logging (DEBUG takes the full path).
 """
 from __future__ import annotations
 import functools, inspect, time, weakref
@@ -188,7 +189,7 @@ def input_buffers(leaves: list, avals: tuple, dev) -> list:
 def replay_key(args: tuple, kwargs: dict, device: str | None = None) -> tuple | None:
   """The hit path's key of a call whose dynamic leaves are all computed Arrays, with their Buffers; None for any other
   call. Everything `bind` puts in a key is in it or fixed by it: the jit's `device=` (jits of one function share a
-  cache), the argument structure (the count of positional arrays, or the treedef), and per leaf its Buffer's `key`
+  cache), the argument structure (the count of positional arrays, or `_structure`), and per leaf its Buffer's `key`
   (shape, device, dtype name) and its weak type. The device the call runs on and the codegen knobs follow from those
   and the settings epoch."""
   if kwargs: return _tree_replay_key(args, kwargs, device)
