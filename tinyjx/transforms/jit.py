@@ -189,9 +189,9 @@ def input_buffers(leaves: list, avals: tuple, dev) -> list:
 def replay_key(args: tuple, kwargs: dict, device: str | None = None) -> tuple | None:
   """The hit path's key of a call whose dynamic leaves are all computed Arrays, with their Buffers; None for any other
   call. Everything `bind` puts in a key is in it or fixed by it: the jit's `device=` (jits of one function share a
-  cache), the argument structure (the count of positional arrays, or `_structure`), and per leaf its Buffer's `key`
-  (shape, device, dtype name) and its weak type. The device the call runs on and the codegen knobs follow from those
-  and the settings epoch."""
+  cache), the argument structure (the count of positional arrays, or `tree_util.structure_key`), and per leaf its
+  Buffer's `key` (shape, device, dtype name) and its weak type. The device the call runs on and the codegen knobs
+  follow from those and the settings epoch."""
   if kwargs: return _tree_replay_key(args, kwargs, device)
   key, bufs = [device, len(args)], []
   for x in args:
@@ -204,26 +204,15 @@ def replay_key(args: tuple, kwargs: dict, device: str | None = None) -> tuple | 
   return tuple(key), bufs
 
 def _tree_replay_key(args: tuple, kwargs: dict, device: str | None) -> tuple | None:
-  """`replay_key` of a call with pytree arguments or keywords: `_structure` stands for the argument structure."""
+  """`replay_key` of a call with pytree arguments or keywords: `tree_util.structure_key` (plain tuples, hashed in C)
+  stands for the argument structure."""
   leaves: list = []
   try:
-    structure = _structure((args, kwargs), leaves)
+    structure = tree_util.structure_key((args, kwargs), leaves)
     hash(structure)
   except TypeError:   # unhashable aux data: such calls take the full path
     return None
   return _leaves_key([device, structure], leaves)
-
-def _structure(x, leaves: list):
-  """The structure of pytree `x` as plain tuples, `(type, aux data, children)` per node and None per leaf, with its
-  leaves appended to `leaves` in `tree_flatten`'s order. Equal structures are equal treedefs (a node's type fixes its
-  rules), but building one makes no PyTreeDef and hashing or comparing it runs in C: the hit path's key."""
-  t = type(x)
-  node = None if t is Array else tree_util._node_of(t)
-  if node is None:
-    leaves.append(x)
-    return None
-  kids, aux = node.flatten(x)
-  return (t, aux, tuple([_structure(c, leaves) for c in kids]))
 
 def _leaves_key(key: list, leaves) -> tuple | None:
   """`replay_key`'s per-leaf part, appended to `key` (which holds the structure)."""
