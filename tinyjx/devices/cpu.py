@@ -407,20 +407,21 @@ class CPUDevice(Backend):
 POOL_BYTES, POOL_ROWS = 64, 64   # outputs this small are rows of a shared block (see `_output_maker`)
 
 def _output_maker(device: str, shape: tuple, dt):
-  """`make()` -> a fresh NumpyBuffer of `shape` and `dt` with its `address` known. An output of at most POOL_BYTES is
-  the next unused row of a block of POOL_ROWS made at once (its address is the block's plus the row's offset; no
-  row is handed out twice), so a tiny result costs no allocation and no address look-up; a row kept alive keeps its
-  block (POOL_ROWS * POOL_BYTES bytes at most) alive. Larger outputs are arrays of their own."""
+  """`make()` -> a fresh NumpyBuffer of `shape` and `dt` with its `address` known. Its fields that are the same at
+  every call (device, shape, dtype, key) are class attributes of a NumpyBuffer subclass made here, so a call sets
+  only `data` and `address` (an instance attribute still overrides one: pmap relabels a buffer's device). An output
+  of at most POOL_BYTES is the next unused row of a block of POOL_ROWS made at once (its address is the block's plus
+  the row's offset; no row is handed out twice), so a tiny result costs no allocation and no address look-up; a row
+  kept alive keeps its block (POOL_ROWS * POOL_BYTES bytes at most) alive. Larger outputs are arrays of their own."""
   nbytes, np_dt = int(np.prod(shape, dtype=np.int64)) * dt.np.itemsize, dt.np
-  new, key = object.__new__, (shape, device, dt.name)
-  def fresh(data: np.ndarray, addr: int) -> NumpyBuffer:
-    b = new(NumpyBuffer)
-    b._device, b.shape, b.dtype, b.key, b.data, b.address = device, shape, dt, key, data, addr
-    return b
+  fixed = {'_device': device, 'shape': shape, 'dtype': dt, 'key': (shape, device, dt.name)}
+  new, kind = object.__new__, type('NumpyBuffer', (NumpyBuffer,), fixed)
   if nbytes == 0 or nbytes > POOL_BYTES:
     def make() -> NumpyBuffer:
-      a = np.empty(shape, np_dt)
-      return fresh(a, address(a))
+      b = new(kind)
+      b.data = a = np.empty(shape, np_dt)
+      b.address = address(a)
+      return b
     return make
   pool = [None, 0, POOL_ROWS]   # the block, its address, the next row
   def make() -> NumpyBuffer:
@@ -430,7 +431,9 @@ def _output_maker(device: str, shape: tuple, dt):
       base, i = address(block), 0
       pool[0], pool[1] = block, base
     pool[2] = i + 1
-    return fresh(block[i, ...], base + i * nbytes)
+    b = new(kind)
+    b.data, b.address = block[i, ...], base + i * nbytes
+    return b
   return make
 
 def contiguous_address(a: np.ndarray) -> int:
