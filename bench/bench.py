@@ -7,10 +7,11 @@ Prints one table, a row per workload of issue 13 (W1-W7, and fft2): the median t
 timed in a process of its own, the best of two turns), tinyjx's speedup over numpy and over the best peer (above 1:
 faster), tinyjx's GFLOP/s where the flop count is well defined and its GB/s (the bytes the workload must read and
 write, at least) for the memory-bound rows, and the issue's bar with the ratio it is judged on and whether it is met
-(`yes`, `no`, or `?` where a peer it needs is not installed). The `limit` column is the machine's: for W1 a C loop on
-two threads that reads W1's three inputs and writes its output (the memory stream of the same bytes), for the W2
-matmuls the time of their flops at the float32 FMA peak measured by a C loop on all cores (the bar prints that peak
-and tinyjx's share of it); both are built by tinyjx's CPU toolchain. W5 is examples/mnist.py's CNN step (batch 128,
+(`yes`, `no`, or `?` where a peer it needs is not installed). The `limit` column is the machine's, measured in
+tinyjx's worker beside it: for W1 a C loop on two threads that reads W1's three inputs and writes its output (the
+memory stream of the same bytes, timed alternately with tinyjx's calls), for the W2 matmuls the time of their flops
+at the float32 FMA peak measured by a C loop on all cores (the bar prints that peak and tinyjx's share of it); both
+are built by tinyjx's CPU toolchain. W5 is examples/mnist.py's CNN step (batch 128,
 Adam) against first_call.py's JAX version and mnist_torch.py's PyTorch model; W6 is `vmap(grad(loss))` of a linear
 1024-to-10 model over 256 examples (torch.func for PyTorch). The W7 row is 1000 calls of a jitted `x + 1` on a
 one-element array: its milliseconds are microseconds per call. Then W8: the first call of the jitted MLP training
@@ -424,13 +425,16 @@ def probes():
   lib.tjx_fma.argtypes, lib.tjx_fma.restype = [ctypes.c_int64, ctypes.c_int], ctypes.c_double
   return lib
 
-def stream_limit(n: int, repeats: int) -> float:
-  """W1's memory limit: a C loop on two threads reading three float32 arrays of `n` and writing a fourth (the bytes
-  W1 must move, into an output allocated once), timed like the libraries (the median of `repeats`)."""
+def stream_probe(n: int):
+  """W1's memory limit, a callable to time: a C loop on two threads reading three float32 arrays of `n` and writing a
+  fourth (the bytes W1 must move, into an output allocated once)."""
   lib = probes()
   arrays = [np.ones(n, np.float32) for _ in range(4)]
   ptrs = [v.ctypes.data for v in arrays]
-  return median_time(lambda: lib.tjx_stream(*ptrs, n, 2), repeats)
+  def run():
+    lib.tjx_stream(*ptrs, n, 2)
+    return arrays   # (the closure keeps the arrays alive)
+  return run
 
 def fma_limit(flops: int, repeats: int) -> float:
   """The time `flops` take at the measured float32 FMA peak of all cores: the best rate of many short runs (under a
@@ -523,30 +527,48 @@ WORKLOADS = {
   f'W7 jit x+1, 1 elem, {CALLS} calls': jit_call_overhead,
 }
 
-# the machine's limit for a row, measured in a process of its own like a library ('limit'), in seconds: W1's memory
-# stream, the time of the matmuls' flops at the FMA peak
+# The machine's limit for a row, in seconds, measured in tinyjx's worker right beside tinyjx (memory bandwidth on a
+# shared machine changes by several times from one second to the next, so a limit timed in another process is no
+# yardstick): ('paired', make) times the callable `make()` alternately with tinyjx's calls, W1's memory stream;
+# ('after', limit) is `limit(repeats)` right after tinyjx's timing, the matmuls' flops at the FMA peak.
 LIMITS = {
-  'W1 gelu(x*a+b) 4M f32': lambda repeats: stream_limit(GELU_N, repeats),
-  'W2 matmul 1024 f32': lambda repeats: fma_limit(2 * 1024 ** 3, repeats),
-  'W2 matmul 256 f32': lambda repeats: fma_limit(2 * 256 ** 3, repeats),
+  'W1 gelu(x*a+b) 4M f32': ('paired', lambda: stream_probe(GELU_N)),
+  'W2 matmul 1024 f32': ('after', lambda repeats: fma_limit(2 * 1024 ** 3, repeats)),
+  'W2 matmul 256 f32': ('after', lambda repeats: fma_limit(2 * 256 ** 3, repeats)),
 }
 
+def paired_medians(fn, probe, repeats: int) -> tuple[float, float]:
+  """The median times of `fn` and of `probe`, called alternately."""
+  import time
+  fn(); probe()
+  a, b = [], []
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    fn()
+    t1 = time.perf_counter()
+    probe()
+    a.append(t1 - t0)
+    b.append(time.perf_counter() - t1)
+  return float(np.median(a)), float(np.median(b))
+
 def worker(name: str, lib: str, repeats: int) -> None:
-  """One library on one workload, alone in this process: prints its median time in seconds, the flops and bytes
-  (or `absent` where that library has no version of the workload)."""
+  """One library on one workload, alone in this process: prints `RESULT seconds flops bytes limit-seconds` (its
+  median time, and for tinyjx the row's limit, else 0), or `absent` where that library has no version of it."""
   if lib != 'jax': os.environ['TINYJX_BENCH_NO_JAX'] = '1'
   if lib != 'torch': os.environ['TINYJX_BENCH_NO_TORCH'] = '1'
-  if lib == 'limit':
-    print(LIMITS[name](repeats), 0, 0)
-    return
   fns, flops, nbytes = WORKLOADS[name]()
   if lib not in fns:
     print('absent')
     return
+  limit = 0.0
   if lib == 'tinyjx':   # a program first built at -O1 is timed on its optimized build (devices/cpu.py tiers)
     from tinyjx.devices import cpu
     cpu.finish_upgrades()
-  print(median_time(fns[lib], repeats), flops, nbytes)
+  kind, make = LIMITS.get(name, (None, None)) if lib == 'tinyjx' else (None, None)
+  if kind == 'paired': t, limit = paired_medians(fns[lib], make(), repeats)
+  else: t = median_time(fns[lib], repeats)
+  if kind == 'after': limit = make(repeats)
+  print('RESULT', t, flops, nbytes, limit)
 
 PEERS = ('jax', 'torch')
 
@@ -557,7 +579,6 @@ def measure(name: str, repeats: int, device: str = '', rounds: int = 2) -> tuple
   import importlib.util
   wanted = [lib for lib in PEERS if not os.environ.get(f'TINYJX_BENCH_NO_{lib.upper()}')]
   libs = ['numpy', 'tinyjx'] + [lib for lib in wanted if importlib.util.find_spec(lib)]
-  if name in LIMITS: libs.append('limit')
   times: dict = {}
   flops = nbytes = 0
   for _ in range(rounds):
@@ -566,11 +587,13 @@ def measure(name: str, repeats: int, device: str = '', rounds: int = 2) -> tuple
       res = subprocess.run([sys.executable, os.path.abspath(__file__), '--worker', name, lib, '--repeats',
                             str(repeats)], capture_output=True, text=True, cwd=ROOT, env=env)
       if res.returncode: raise RuntimeError(f"{lib} worker failed: {res.stderr.strip().splitlines()[-1:]}")
-      out = res.stdout.split()
-      if out[-1] == 'absent': continue
-      t = float(out[-3])
-      if lib == 'tinyjx': flops, nbytes = int(out[-2]), int(out[-1])
-      times[lib] = min(times.get(lib, t), t)
+      last = res.stdout.strip().splitlines()[-1].split()
+      if last[0] == 'absent': continue
+      t, limit = float(last[1]), float(last[4])
+      if lib == 'tinyjx': flops, nbytes = int(last[2]), int(last[3])
+      if t < times.get(lib, float('inf')):
+        times[lib] = t
+        if lib == 'tinyjx' and limit: times['limit'] = limit   # the limit measured beside this time
   return times, flops, nbytes
 
 # --- the bars of issue 13: [(text, met)] from a row's times (tinyjx's, the peers', the limit's, numpy's) and flops ---
