@@ -3,14 +3,22 @@
 Run from the repository root: `python bench/bench.py`, or with a Python that has JAX and PyTorch installed (a
 test-only virtual environment, never a dependency: `pip install jax torch==2.13.0`) to add them. A peer that is not
 installed is said so and skipped.
-Prints one table: the median time of each workload per library (each library timed in a process of its
-own, the best of two turns), tinyjx's speedup over numpy, tinyjx's GFLOP/s where the flop count is well defined
-and its GB/s (the bytes the workload must read and write, at least) for the memory-bound rows. Then the first call
-of the jitted MLP training step in a fresh process, with a cold and with a warm disk cache (bench/first_call.py
-compares first calls with JAX's). The `jit x+1` row is 1000 calls of a jitted function on a one-element array: its
-milliseconds are microseconds per call. Options: `--quick` (fewer repeats), `--only NAME`, `--device CPU|CL|CUDA`
-(where tinyjx runs: its inputs are put on that device and its jitted functions run there; numpy and the peers are
-unchanged).
+Prints one table, a row per workload of issue 13 (W1-W7, and fft2): the median time per library (each library
+timed in a process of its own, the best of two turns), tinyjx's speedup over numpy and over the best peer (above 1:
+faster), tinyjx's GFLOP/s where the flop count is well defined and its GB/s (the bytes the workload must read and
+write, at least) for the memory-bound rows, and the issue's bar with the ratio it is judged on and whether it is met
+(`yes`, `no`, or `?` where a peer it needs is not installed). The `limit` column is the machine's, measured in
+tinyjx's worker beside it: for W1 a C loop on two threads that reads W1's three inputs and writes its output (the
+memory stream of the same bytes, timed alternately with tinyjx's calls), for the W2 matmuls the time of their flops
+at the float32 FMA peak measured by a C loop on all cores (the bar prints that peak and tinyjx's share of it); both
+are built by tinyjx's CPU toolchain. W5 is examples/mnist.py's CNN step (batch 128,
+Adam) against first_call.py's JAX version and mnist_torch.py's PyTorch model; W6 is `vmap(grad(loss))` of a linear
+1024-to-10 model over 256 examples (torch.func for PyTorch). The W7 row is 1000 calls of a jitted `x + 1` on a
+one-element array: its milliseconds are microseconds per call. Then W8: the first call of the jitted MLP training
+step in a fresh process, with a cold and with a warm disk cache, and JAX's; W9 (the CNN step's and the evaluation's
+first calls, tens of seconds of compiling) is bench/first_call.py's. Options: `--quick` (fewer repeats, the whole
+table in a few minutes), `--only NAME`, `--no-first-call`, `--device CPU|CL|CUDA` (where tinyjx runs: its inputs
+are put on that device and its jitted functions run there; numpy and the peers are unchanged).
 
 Timing assertions do not belong in tests; the floors this project aims for are in the issue notes.
 """
@@ -264,6 +272,186 @@ def torch_mlp_step(torch, params, x, y, loss_np):
     opt.step()
   return run
 
+# --- W5: examples/mnist.py's CNN training step (batch 128, Adam), jitted; JAX's from first_call.py, PyTorch's from
+# mnist_torch.py ---
+CNN_BATCH = 128
+
+def cnn_data():
+  rng = np.random.default_rng(5)
+  return rng.integers(0, 255, (CNN_BATCH, 1, 28, 28)).astype(np.uint8), rng.integers(0, 10, CNN_BATCH).astype(np.int32)
+
+def cnn_step_bench():
+  import tinyjx, tinyjx.numpy as jnp
+  import tinyjx.random as random
+  sys.path[:0] = [os.path.join(ROOT, 'examples'), os.path.dirname(os.path.abspath(__file__))]
+  import nn, mnist
+  x, y = cnn_data()
+  state = {'tj': nn.optim.Adam(mnist.make_model(random.PRNGKey(0)), lr=1e-3)}
+  step, tx, ty = mnist.make_train_step(), jnp.asarray(x), jnp.asarray(y)
+  def run_tj():
+    state['tj'], loss, _ = step(state['tj'], tx, ty)
+    loss.block_until_ready()
+  run_tj()
+  _, loss, _ = step(state['tj'], tx, ty)
+  assert np.isfinite(float(loss)), "the tinyjx CNN step's loss is not finite"
+  fns = {'tinyjx': run_tj}
+  jax, jjnp = load_jax()
+  if jax: fns['jax'] = jax_cnn_runner(jax, x, y)
+  torch = load_torch()
+  if torch: fns['torch'] = torch_cnn_runner(torch, x, y)
+  return fns, 0, 0
+
+def jax_cnn_runner(jax, x, y):
+  """first_call.py's JAX mirror of the CNN step (lax.conv_general_dilated, BatchNorm, Adam), jitted."""
+  import first_call as fc
+  import jax.numpy as jjnp
+  params, stats = fc.jax_cnn_init(np.random.default_rng(0))
+  zeros = jax.tree_util.tree_map(np.zeros_like, params)
+  state = {'s': jax.device_put((params, stats, zeros, zeros, jjnp.asarray(0.0)))}
+  step, jx, jy = jax.jit(fc.jax_cnn_step), jax.device_put(x), jax.device_put(y)
+  def run():
+    params, stats, m, v, t = state['s']
+    params, stats, m, v, t, loss, _ = step(params, stats, m, v, t, jx, jy)
+    loss.block_until_ready()
+    state['s'] = (params, stats, m, v, t)
+  return run
+
+def torch_cnn_runner(torch, x, y):
+  """mnist_torch.py's model, trained in eager PyTorch (autograd, torch.optim.Adam) on the same batch."""
+  import mnist_torch
+  torch.manual_seed(0)
+  model = mnist_torch.make_model(torch)
+  model.train()
+  opt, loss_fn = torch.optim.Adam(model.parameters(), lr=1e-3), torch.nn.CrossEntropyLoss()
+  px, py = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+  def run():
+    opt.zero_grad(set_to_none=True)
+    loss = loss_fn(model(px.float() * (1.0 / 255.0)), py)
+    loss.backward()
+    opt.step()
+  return run
+
+# --- W6: per-example gradients of a 1024-to-10 linear model (softmax cross-entropy), batch 256 ---
+PEG_IN, PEG_OUT, PEG_BATCH = 1024, 10, 256
+
+def per_example_grads_bench():
+  import tinyjx, tinyjx.numpy as jnp
+  from tinyjx import nn
+  rng = np.random.default_rng(6)
+  w = (rng.standard_normal((PEG_IN, PEG_OUT)) / 32).astype(np.float32)
+  b = np.zeros(PEG_OUT, np.float32)
+  x = rng.standard_normal((PEG_BATCH, PEG_IN), dtype=np.float32)
+  y = np.eye(PEG_OUT, dtype=np.float32)[rng.integers(0, PEG_OUT, PEG_BATCH)]
+  def loss(xp, nn_mod):
+    return lambda params, x, y: -xp.sum(y * nn_mod.log_softmax(x @ params[0] + params[1]))
+  f = tinyjx.jit(tinyjx.vmap(tinyjx.grad(loss(jnp, nn)), in_axes=(None, 0, 0)))
+  tp, tx, ty = (jnp.asarray(w), jnp.asarray(b)), jnp.asarray(x), jnp.asarray(y)
+  want = numpy_per_example_grads(w, b, x, y)
+  got = f(tp, tx, ty)
+  for g, e in zip(got, want): np.testing.assert_allclose(np.asarray(g), e, rtol=1e-4, atol=1e-6)
+  fns = {'numpy': lambda: numpy_per_example_grads(w, b, x, y),
+         'tinyjx': lambda: tinyjx.block_until_ready(f(tp, tx, ty))}
+  jax, jjnp = load_jax()
+  if jax:
+    jf = jax.jit(jax.vmap(jax.grad(loss(jjnp, jax.nn)), in_axes=(None, 0, 0)))
+    jp, jx, jy = jax.device_put(((w, b), x, y))
+    fns['jax'] = lambda: jax.block_until_ready(jf(jp, jx, jy))
+  torch = load_torch()
+  if torch:
+    from torch.func import grad as tgrad, vmap as tvmap
+    def tloss(params, x, y): return -(y * torch.log_softmax(x @ params[0] + params[1], dim=-1)).sum()
+    tf = tvmap(tgrad(tloss), in_dims=(None, 0, 0))
+    pp, px, py = (torch.from_numpy(w), torch.from_numpy(b)), torch.from_numpy(x), torch.from_numpy(y)
+    fns['torch'] = lambda: tf(pp, px, py)
+  nbytes = 4 * (PEG_BATCH * (PEG_IN + PEG_OUT) * 2 + PEG_IN * PEG_OUT)   # reads x, y, w; writes the gradients
+  return fns, 4 * PEG_BATCH * PEG_IN * PEG_OUT, nbytes
+
+def numpy_per_example_grads(w, b, x, y):
+  """The same gradients by hand: d loss / d logits = softmax - y, per example an outer product with x."""
+  z = x @ w + b
+  p = np.exp(z - z.max(-1, keepdims=True))
+  d = p / p.sum(-1, keepdims=True) - y
+  return x[:, :, None] * d[:, None, :], d
+
+# --- the machine's limits: a memory stream of W1's bytes and the float32 FMA peak, measured in C on all cores ---
+PROBES = r"""
+#include <stdint.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if defined(__AVX__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+void tjx_stream(const float* x, const float* a, const float* b, float* out, int64_t n, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < n; i++) out[i] = x[i] + a[i] + b[i];
+}
+/* float32 multiply-adds on 12 independent vectors per thread (more than latency times ports on current cores);
+   each iteration is 12 * 8 multiply-adds, 192 flops */
+double tjx_fma(int64_t iters, int threads) {
+  double total = 0;
+#pragma omp parallel num_threads(threads) reduction(+:total)
+  {
+#if defined(__AVX__) && defined(__FMA__)
+    __m256 acc[12], m = _mm256_set1_ps(0.999f), c = _mm256_set1_ps(1e-3f);
+    for (int j = 0; j < 12; j++) acc[j] = _mm256_set1_ps((float)j);
+    for (int64_t i = 0; i < iters; i++)
+      for (int j = 0; j < 12; j++) acc[j] = _mm256_fmadd_ps(acc[j], m, c);
+    float lanes[8];
+    for (int j = 0; j < 12; j++) { _mm256_storeu_ps(lanes, acc[j]); for (int k = 0; k < 8; k++) total += lanes[k]; }
+#else
+    typedef float v8 __attribute__((vector_size(32)));
+    v8 acc[12], m = {0}, c = {0};
+    for (int k = 0; k < 8; k++) { m[k] = 0.999f; c[k] = 1e-3f; }
+    for (int j = 0; j < 12; j++) for (int k = 0; k < 8; k++) acc[j][k] = (float)j;
+    for (int64_t i = 0; i < iters; i++)
+      for (int j = 0; j < 12; j++) acc[j] = acc[j] * m + c;
+    for (int j = 0; j < 12; j++) for (int k = 0; k < 8; k++) total += acc[j][k];
+#endif
+  }
+  return total;
+}
+"""
+
+def cores() -> int:
+  return len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (os.cpu_count() or 1)
+
+def probes():
+  """The probes' library, built by tinyjx's CPU toolchain (its flags: -O3 -march=native, OpenMP)."""
+  import ctypes
+  from tinyjx.devices import cpu
+  lib = cpu.load_library(PROBES)
+  lib.tjx_stream.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_int]
+  lib.tjx_fma.argtypes, lib.tjx_fma.restype = [ctypes.c_int64, ctypes.c_int], ctypes.c_double
+  return lib
+
+def stream_probe(n: int):
+  """W1's memory limit, a callable to time: a C loop on two threads reading three float32 arrays of `n` and writing a
+  fourth (the bytes W1 must move, into an output allocated once)."""
+  lib = probes()
+  arrays = [np.ones(n, np.float32) for _ in range(4)]
+  ptrs = [v.ctypes.data for v in arrays]
+  def run():
+    lib.tjx_stream(*ptrs, n, 2)
+    return arrays   # (the closure keeps the arrays alive)
+  return run
+
+def fma_limit(flops: int, repeats: int) -> float:
+  """The time `flops` take at the measured float32 FMA peak of all cores: the best rate of many short runs (under a
+  millisecond each) of a C loop of independent FMAs, on all cores at once or, if better, on one core times the count
+  of cores. A peak is a best case: on a shared machine short runs find the quiet moments (other processes only ever
+  lower the rate), and a run on every core waits for whichever core another process holds."""
+  import time
+  lib, threads, iters = probes(), cores(), 50_000
+  lib.tjx_fma(iters, threads)
+  best = 0.0
+  for _ in range(10 * max(repeats, 5)):
+    for n in {1, threads}:
+      t0 = time.perf_counter()
+      lib.tjx_fma(iters, n)
+      best = max(best, 192 * iters * n / (time.perf_counter() - t0) * threads / n)   # (n cores' rate, scaled)
+  return flops / best
+
 FIRST_CALL = """
 import sys, time
 t0 = time.perf_counter()
@@ -325,25 +513,62 @@ def jit_call_overhead():
   assert float(f(tx)[0]) == 2.0
   return fns, 0, 0
 
+GELU_N = 4 * 1024 * 1024
+
 WORKLOADS = {
-  'gelu(x*a+b) 4M f32': gelu_chain,
-  'matmul 1024 f32': lambda: matmul(1024),
-  'matmul 256 f32': lambda: matmul(256),
-  'softmax rows 4096x1024': softmax_rows,
+  'W1 gelu(x*a+b) 4M f32': gelu_chain,
+  'W2 matmul 1024 f32': lambda: matmul(1024),
+  'W2 matmul 256 f32': lambda: matmul(256),
+  'W3 softmax rows 4096x1024': softmax_rows,
   'fft2 complex64 512x512': fft2,
-  'MLP step 784-512-512-10 b512 Adam': mlp_step_bench,
-  f'jit x+1, 1 elem, {CALLS} calls': jit_call_overhead,
+  'W4 MLP step 784-512-512-10 b512': mlp_step_bench,
+  'W5 CNN step b128 Adam': cnn_step_bench,
+  'W6 vmap(grad) 1024->10 b256': per_example_grads_bench,
+  f'W7 jit x+1, 1 elem, {CALLS} calls': jit_call_overhead,
 }
 
+# The machine's limit for a row, in seconds, measured in tinyjx's worker right beside tinyjx (memory bandwidth on a
+# shared machine changes by several times from one second to the next, so a limit timed in another process is no
+# yardstick): ('paired', make) times the callable `make()` alternately with tinyjx's calls, W1's memory stream;
+# ('after', limit) is `limit(repeats)` right after tinyjx's timing, the matmuls' flops at the FMA peak.
+LIMITS = {
+  'W1 gelu(x*a+b) 4M f32': ('paired', lambda: stream_probe(GELU_N)),
+  'W2 matmul 1024 f32': ('after', lambda repeats: fma_limit(2 * 1024 ** 3, repeats)),
+  'W2 matmul 256 f32': ('after', lambda repeats: fma_limit(2 * 256 ** 3, repeats)),
+}
+
+def paired_medians(fn, probe, repeats: int) -> tuple[float, float]:
+  """The median times of `fn` and of `probe`, called alternately."""
+  import time
+  fn(); probe()
+  a, b = [], []
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    fn()
+    t1 = time.perf_counter()
+    probe()
+    a.append(t1 - t0)
+    b.append(time.perf_counter() - t1)
+  return float(np.median(a)), float(np.median(b))
+
 def worker(name: str, lib: str, repeats: int) -> None:
-  """One library on one workload, alone in this process: prints its median time in seconds."""
+  """One library on one workload, alone in this process: prints `RESULT seconds flops bytes limit-seconds` (its
+  median time, and for tinyjx the row's limit, else 0), or `absent` where that library has no version of it."""
   if lib != 'jax': os.environ['TINYJX_BENCH_NO_JAX'] = '1'
   if lib != 'torch': os.environ['TINYJX_BENCH_NO_TORCH'] = '1'
   fns, flops, nbytes = WORKLOADS[name]()
+  if lib not in fns:
+    print('absent')
+    return
+  limit = 0.0
   if lib == 'tinyjx':   # a program first built at -O1 is timed on its optimized build (devices/cpu.py tiers)
     from tinyjx.devices import cpu
     cpu.finish_upgrades()
-  print(median_time(fns[lib], repeats), flops, nbytes)
+  kind, make = LIMITS.get(name, (None, None)) if lib == 'tinyjx' else (None, None)
+  if kind == 'paired': t, limit = paired_medians(fns[lib], make(), repeats)
+  else: t = median_time(fns[lib], repeats)
+  if kind == 'after': limit = make(repeats)
+  print('RESULT', t, flops, nbytes, limit)
 
 PEERS = ('jax', 'torch')
 
@@ -355,15 +580,87 @@ def measure(name: str, repeats: int, device: str = '', rounds: int = 2) -> tuple
   wanted = [lib for lib in PEERS if not os.environ.get(f'TINYJX_BENCH_NO_{lib.upper()}')]
   libs = ['numpy', 'tinyjx'] + [lib for lib in wanted if importlib.util.find_spec(lib)]
   times: dict = {}
+  flops = nbytes = 0
   for _ in range(rounds):
     for lib in libs:
       env = dict(os.environ, TINYJX_DEVICE=device) if lib == 'tinyjx' and device else None
       res = subprocess.run([sys.executable, os.path.abspath(__file__), '--worker', name, lib, '--repeats',
                             str(repeats)], capture_output=True, text=True, cwd=ROOT, env=env)
       if res.returncode: raise RuntimeError(f"{lib} worker failed: {res.stderr.strip().splitlines()[-1:]}")
-      t, flops, nbytes = float(res.stdout.split()[-3]), int(res.stdout.split()[-2]), int(res.stdout.split()[-1])
-      times[lib] = min(times.get(lib, t), t)
+      last = res.stdout.strip().splitlines()[-1].split()
+      if last[0] == 'absent': continue
+      t, limit = float(last[1]), float(last[4])
+      if lib == 'tinyjx': flops, nbytes = int(last[2]), int(last[3])
+      if t < times.get(lib, float('inf')):
+        times[lib] = t
+        if lib == 'tinyjx' and limit: times['limit'] = limit   # the limit measured beside this time
   return times, flops, nbytes
+
+# --- the bars of issue 13: [(text, met)] from a row's times (tinyjx's, the peers', the limit's, numpy's) and flops ---
+def bar_ratio(times: dict, lib: str, factor: float) -> tuple[str, bool | None]:
+  """tinyjx's time at most `factor` times `lib`'s."""
+  if lib not in times: return f"<={factor:g}x {lib}: no {lib}", None
+  r = times['tinyjx'] / times[lib]
+  return f"<={factor:g}x {lib} ({r:.2f}x)", r <= factor
+
+def bar_best_peer(times: dict, factor: float = 1.0) -> tuple[str, bool | None]:
+  peers = [lib for lib in PEERS if lib in times]
+  if not peers: return "<= best peer: no peer", None
+  best = min(peers, key=times.get)
+  text, met = bar_ratio(times, best, factor)
+  return text.replace(best, f"best ({best})", 1), met
+
+def bars_w1(times, flops):
+  copy_text, copy_met = bar_ratio(times, 'limit', 2)
+  return [bar_ratio(times, 'jax', 0.7), (copy_text.replace('limit', 'copy'), copy_met)]
+
+def bars_w7(times, flops):
+  out = [bar_ratio(times, 'torch', 1.5)]
+  if 'jax' in times: out.append((f"< jax ({times['tinyjx'] / times['jax']:.2f}x)", times['tinyjx'] < times['jax']))
+  else: out.append(("< jax: no jax", None))
+  return out
+
+def bars_matmul(times, flops):
+  """tinyjx's GFLOP/s at least numpy's (the ratio is numpy's time over tinyjx's), and its share of the FMA peak."""
+  r = times['numpy'] / times['tinyjx']
+  peak = f", {times['limit'] / times['tinyjx'] * 100:.0f}% of FMA peak {flops / times['limit'] / 1e9:.0f} GFLOP/s" \
+    if 'limit' in times else ""
+  return [(f">=numpy GFLOP/s ({r:.2f}x){peak}", r >= 1)]
+
+BARS = {
+  'W1': bars_w1, 'W2': bars_matmul, 'W3': lambda t, _: [bar_best_peer(t)],
+  'W4': lambda t, _: [bar_ratio(t, 'jax', 0.8)], 'W5': lambda t, _: [bar_ratio(t, 'torch', 1.0)],
+  'W6': lambda t, _: [bar_best_peer(t)], 'W7': bars_w7,
+}
+
+def bar_text(name: str, times: dict, flops: int) -> str:
+  """`W1 <=0.7x jax (0.62x), <=2x copy (1.40x): yes`; `-` for a row without a bar; `?` where a peer is missing."""
+  rule = BARS.get(name.split()[0])
+  if rule is None or 'tinyjx' not in times: return "-"
+  parts = rule(times, flops)
+  mets = [m for _, m in parts]
+  verdict = "?" if None in mets else ("yes" if all(mets) else "no")
+  return f"{name.split()[0]} {', '.join(t for t, _ in parts)}: {verdict}"
+
+def fmt_ms(times: dict, lib: str, width: int) -> str:
+  return f"{times[lib] * 1e3:{width}.2f}" if lib in times else f"{'-':>{width}}"
+
+def print_table(rows: list) -> None:
+  print(f"{'workload':<34}{'numpy ms':>9}{'tinyjx ms':>10}{'jax ms':>9}{'torch ms':>9}{'limit ms':>9}"
+        f"{'vs numpy':>9}{'vs best':>8}{'GFLOP/s':>8}{'GB/s':>6}  bar (issue 13)")
+  for name, times, flops, nbytes, err in rows:
+    if err:
+      print(f"{name:<34}  error: {err[:100]}")
+      continue
+    t_tj = times.get('tinyjx')
+    peers = [times[lib] for lib in PEERS if lib in times]
+    vs_np = f"{times['numpy'] / t_tj:8.2f}x" if 'numpy' in times and t_tj else f"{'-':>9}"
+    best = f"{min(peers) / t_tj:7.2f}x" if peers and t_tj else f"{'-':>8}"   # above 1: faster than every peer
+    gflops = f"{flops / t_tj / 1e9:8.1f}" if flops and t_tj else f"{'-':>8}"
+    gbs = f"{nbytes / t_tj / 1e9:6.1f}" if nbytes and t_tj and 'matmul' not in name else f"{'-':>6}"
+    cols = "".join(fmt_ms(times, lib, w) for lib, w in (('numpy', 9), ('tinyjx', 10), ('jax', 9), ('torch', 9),
+                                                         ('limit', 9)))
+    print(f"{name:<34}{cols}{vs_np}{best}{gflops}{gbs}  {bar_text(name, times, flops)}")
 
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -389,26 +686,36 @@ def main() -> None:
   import importlib.util
   missing = [lib for lib in PEERS if not importlib.util.find_spec(lib)]
   if missing: print(f"not installed, skipped: {', '.join(missing)} (install them in a test-only venv to compare)")
-  print(f"\ntinyjx on {args.device or 'its default device'}")
-  print(f"{'workload':<36}{'numpy ms':>10}{'tinyjx ms':>11}{'jax ms':>9}{'torch ms':>10}{'vs numpy':>10}"
-        f"{'vs best peer':>14}{'tinyjx GFLOP/s':>16}{'tinyjx GB/s':>13}")
-  for name, times, flops, nbytes, err in rows:
-    if err:
-      print(f"{name:<36}  error: {err[:100]}")
-      continue
-    t_np, t_tj = times.get('numpy'), times.get('tinyjx')
-    peers = [times[lib] for lib in PEERS if lib in times]
-    cols = "".join(f"{times[lib] * 1e3:{w}.2f}" if lib in times else f"{'-':>{w}}"
-                   for lib, w in (('jax', 9), ('torch', 10)))
-    best = f"{min(peers) / t_tj:13.2f}x" if peers else f"{'-':>14}"   # above 1: faster than every peer
-    gflops = f"{flops / t_tj / 1e9:16.1f}" if flops else f"{'-':>16}"
-    gbs = f"{nbytes / t_tj / 1e9:13.1f}" if nbytes and 'matmul' not in name else f"{'-':>13}"
-    print(f"{name:<36}{t_np * 1e3:10.2f}{t_tj * 1e3:11.2f}{cols}{t_np / t_tj:9.2f}x{best}{gflops}{gbs}")
-  if not args.no_first_call and not args.only:
-    fc = first_call_times(args.device)
-    for label, v in fc.items():
-      txt = v if isinstance(v, str) else f"import {v[0]:.2f} s, first call {v[1]:.2f} s"
-      print(f"MLP step, fresh process, {label} disk cache: {txt}")
+  print(f"\ntinyjx on {args.device or 'its default device'}; {cores()} cores; limit: W1 a two-thread C stream of its "
+        f"bytes, W2 its flops at the measured float32 FMA peak")
+  print_table(rows)
+  if not args.no_first_call and not args.only: print_first_call(args.device)
+
+def print_first_call(device: str) -> None:
+  """W8: the MLP step's first call in a fresh process, cold and warm disk cache, against JAX's (cold: JAX keeps no
+  cache). W9 (the CNN step's and the batch-1000 evaluation's first calls) compiles for tens of seconds per run:
+  bench/first_call.py measures it."""
+  fc = first_call_times(device)
+  jax_first = jax_first_call()
+  for label, v in fc.items():
+    txt = v if isinstance(v, str) else f"import {v[0]:.2f} s, first call {v[1]:.2f} s"
+    print(f"W8 MLP step, fresh process, {label} disk cache: {txt}")
+  if jax_first is not None: print(f"W8 MLP step, fresh process, JAX: first call {jax_first:.2f} s")
+  cold, warm = fc.get('cold'), fc.get('warm')
+  cold_met = None if isinstance(cold, str) or cold is None or jax_first is None else cold[1] <= jax_first
+  warm_met = None if isinstance(warm, str) or warm is None else warm[1] < 0.2
+  verdict = lambda m: "?" if m is None else ("yes" if m else "no")
+  print(f"W8 bar: cold at most JAX's: {verdict(cold_met)}; warm under 0.2 s: {verdict(warm_met)}")
+  print("W9 (first calls of the CNN step and of the batch-1000 evaluation): python bench/first_call.py")
+
+def jax_first_call() -> float | None:
+  """JAX's first call of the MLP step in a fresh process (first_call.py's script), or None without JAX."""
+  import importlib.util
+  if os.environ.get('TINYJX_BENCH_NO_JAX') or not importlib.util.find_spec('jax'): return None
+  sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+  import first_call as fc
+  t = fc.run(fc.JAX.format(root=ROOT, which='mlp'), dict(os.environ), sys.executable)
+  return t if isinstance(t, float) else None
 
 if __name__ == '__main__':
   main()

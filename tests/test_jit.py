@@ -206,6 +206,26 @@ def test_replay_of_pytrees_keys_on_structure():
   with counters.measure() as c: out = f({'a': a, 'b': b, 'z': a})
   assert c['traces'] == 1 and set(out) == {'a', 'b', 'z'}
 
+@needs_replay
+def test_replay_structure_tells_containers_and_aux_data_apart():
+  """The hit path keys pytrees on plain-tuple structures: a list is not a tuple, a namedtuple is not a tuple, a custom
+  node's aux data is part of the key, and unhashable aux data (a dict) makes the call take the full path."""
+  Pair = collections.namedtuple('Pair', 'a b')
+  class Box:
+    def __init__(self, v, tag): self.v, self.tag = v, tag
+  tinyjx.tree_util.register_pytree_node(Box, lambda b: ((b.v,), b.tag), lambda tag, kids: Box(kids[0], tag))
+  f = tinyjx.jit(lambda t: tinyjx.tree_util.tree_map(lambda v: v * 2, t))
+  a, b = arr(2), arr(2, seed=1)
+  for tree in ([a, b], (a, b), Pair(a, b), Box(a, 'x'), Box(a, 'y'), Box(a, {'k': 1})):
+    hot(f, tree)
+    got = f(tree)
+    assert type(got) is type(tree)
+    for g, w in zip(tinyjx.tree_util.tree_leaves(got), tinyjx.tree_util.tree_leaves(tree)): close(g, np.asarray(w) * 2)
+    if isinstance(tree, Box): assert got.tag == tree.tag
+  with counters.measure() as c: f(Box(b, 'x')); f([b, a]); f(Pair(b, a))
+  assert c['traces'] == 0
+  assert tinyjx.transforms.jit.replay_key((Box(a, {'k': 1}),), {}) is None
+
 def test_replay_with_static_and_keyword_arguments_stays_exact():
   g = tinyjx.jit(lambda x, n, scale=1.0: x * n * scale, static_argnums=1)
   x = arr(3)
@@ -270,6 +290,63 @@ def test_filled_inputs_are_filled_once_and_keep_their_value():
   close(x * 5, [5, 5, 5])
   close(tinyjx.grad(lambda v: (f(v) * v).sum())(x), [3, 3, 3])
 
+@needs_replay
+@pytest.mark.parametrize('shape,dtype', [((), np.float32), ((1,), np.float32), ((16,), np.float32), ((17,), np.float32),
+                                         ((2, 4), np.float32), ((3,), np.int32), ((5,), np.int8), ((0,), np.float32)],
+                         ids=['0d', '1', '16-pooled', '17-own', '2x4', 'i32', 'i8', 'empty'])
+def test_replayed_outputs_chain_and_stay_fresh_across_pool_blocks(shape, dtype):
+  """The CPU hit path hands out outputs of up to POOL_BYTES as rows of a shared block and reads an input's address
+  once per Buffer: chaining outputs into the next call through several blocks, every kept result keeps its value."""
+  from tinyjx.devices import cpu
+  f = tinyjx.jit(lambda x: x + 1)
+  y = jnp.asarray(np.zeros(shape, dtype))
+  kept = []
+  with counters.measure() as c:
+    for _ in range(3 * cpu.POOL_ROWS + 5):
+      y = f(y)
+      kept.append(y)
+  assert c['traces'] == 1 and c['cache_hits'] >= 3 * cpu.POOL_ROWS
+  for i, k in enumerate(kept):
+    assert k.shape == shape and k.dtype == dtype
+    np.testing.assert_array_equal(np.asarray(k), np.full(shape, i + 1).astype(dtype))   # (int8 wraps)
+  arrays = [np.asarray(k) for k in kept[-cpu.POOL_ROWS - 2:]]
+  assert not any(np.shares_memory(a, b) for a, b in zip(arrays, arrays[1:])) or arrays[0].size == 0
+
+@needs_replay
+def test_replay_reads_strided_inputs_right():
+  """A Buffer whose array is not C-contiguous (a view) is not bound by address: the call takes the full path."""
+  from tinyjx.devices.python import NumpyBuffer
+  from tinyjx.array import Array, buffer_uop
+  f = hot(tinyjx.jit(lambda x: x * 2), arr(4))
+  data = np.arange(8, dtype=np.float32)[::2]
+  x = Array(buffer_uop(NumpyBuffer(tinyjx.devices.get(tinyjx.devices.default_name()).name, data, dtypes.float32)))
+  close(f(x), data * 2); close(f(x), data * 2)
+  assert x.realized_buffer().address == 0
+
+def test_replay_key_follows_a_relabeled_buffer():
+  """pmap relabels the output buffers of virtual host devices: the hit path's key must name the new device."""
+  x = arr(3)
+  b = x.realized_buffer()
+  key = tinyjx.transforms.jit.replay_key((x,), {})[0]
+  b.device = 'CPU:7'
+  assert tinyjx.transforms.jit.replay_key((x,), {})[0] != key and b.key == (b.shape, 'CPU:7', 'float32')
+
+@needs_replay
+def test_replay_sets_the_thread_count_of_each_settings_epoch():
+  """TINYJX_THREADS is read when the hit path is built: a change ends the epoch, and the next call runs with it."""
+  from tinyjx.devices import cpu
+  f = tinyjx.jit(lambda x: jnp.tanh(x) * 2)
+  x = arr(1 << 18)
+  try:
+    for n in (1, 2, 1):
+      tinyjx.config.update('TINYJX_THREADS', n)
+      hot(f, x)
+      cpu._threads[1] = None
+      close(f(x), np.tanh(np.asarray(x)) * 2, 1e-5)
+      assert cpu._threads[1] == n
+  finally:
+    tinyjx.config.update('TINYJX_THREADS', 0)
+
 # ---------------------------------------------------------------- fresh outputs
 
 def test_outputs_are_fresh_every_call():
@@ -288,6 +365,24 @@ def test_identity_and_closure_outputs_are_not_aliases():
   xb = tinyjx.array.buffers[x1.uop.arg[0]].numpy()
   assert not np.shares_memory(xb, tinyjx.array.buffers[x2.uop.arg[0]].numpy())
   close(x1, [0, 0]); close(w2, [1, 1])
+
+@needs_replay
+def test_replayed_identity_constant_and_repeated_outputs_are_fresh_copies(monkeypatch):
+  """Outputs that are an input, a closed-over constant or an earlier output replay too (as copies), never aliased."""
+  from tinyjx.lower import runtime
+  w = jnp.asarray(np.arange(3, dtype=np.float32))
+  def f(x):
+    y = x * 2
+    return x, w, y, y, jnp.sin(x)
+  g = hot(tinyjx.jit(f), arr(3))
+  monkeypatch.setattr(runtime.Executable, 'run', lambda *a: pytest.fail("the hit path took Executable.run"))
+  x = arr(3, seed=5)
+  outs = [g(x) for _ in range(3)]
+  for o in outs:
+    close(o[0], x); close(o[1], w); close(o[2], np.asarray(x) * 2); close(o[3], np.asarray(x) * 2)
+    close(o[4], np.sin(np.asarray(x)))
+  arrays = [np.asarray(a) for o in outs for a in o] + [np.asarray(x), np.asarray(w)]
+  assert not any(np.shares_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1:])
 
 # ---------------------------------------------------------------- static arguments
 

@@ -57,9 +57,16 @@ def concretization_error(u: UOp, operation: str) -> ConcretizationError:
 
 # --- buffers: device memory owned by a BUFFER node ---
 class Buffer:
-  """Device memory for one array. Subclasses per device; `numpy()` copies the value out to the host."""
+  """Device memory for one array. Subclasses per device; `numpy()` copies the value out to the host. `key` is what
+  jit's hit path keys a call on (shape, device, dtype name), made when the device is set (pmap relabels the buffers
+  of virtual host devices)."""
   def __init__(self, device: str, shape: tuple, dtype: DType):
-    self.device, self.shape, self.dtype = device, tuple(shape), dtype
+    self.shape, self.dtype = tuple(shape), dtype
+    self.device = device
+  @property
+  def device(self) -> str: return self._device
+  @device.setter
+  def device(self, name: str) -> None: self._device, self.key = name, (self.shape, name, self.dtype.name)
   def numpy(self) -> np.ndarray: raise NotImplementedError
 
 buffers: dict[int, Buffer] = {}   # BUFFER uid -> Buffer, freed when the BUFFER node is collected

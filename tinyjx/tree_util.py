@@ -364,6 +364,23 @@ def tree_flatten(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> tup
   treedef = _flatten(tree, leaves, is_leaf)
   return leaves, treedef
 
+def structure_key(tree: Any, leaves: list):
+  """tinyjx only: the structure of `tree` as plain tuples, `(node type, aux data, children)` per node and None per
+  leaf, with the leaves appended to `leaves` in `tree_flatten`'s order. Equal keys are equal treedefs (a node's type
+  fixes its rules), but building one makes no PyTreeDef, and hashing or comparing it runs in C: jit's hit path keys
+  pytree calls on it. Unhashable aux data makes an unhashable key (the caller's `hash` raises TypeError).
+
+  >>> leaves = []
+  >>> structure_key({'a': [1, 2]}, leaves), leaves
+  ((<class 'dict'>, ('a',), ((<class 'list'>, None, (None, None)),)), [1, 2])
+  """
+  node = _node_of(type(tree))
+  if node is None:
+    leaves.append(tree)
+    return None
+  kids, aux = node.flatten(tree)
+  return (node.kind, aux, tuple([structure_key(c, leaves) for c in kids]))
+
 def tree_unflatten(treedef: PyTreeDef, leaves: Iterable) -> Any:
   """The tree of structure `treedef` with `leaves` in order (the inverse of `tree_flatten`).
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import ctypes, hashlib, json, os, platform, re, shutil, subprocess, tempfile, threading, time
 from functools import lru_cache
 import numpy as np
-from tinyjx import settings as config
+from tinyjx import counters, settings as config
 from tinyjx.devices import Backend, diskcache
 from tinyjx.devices.python import NumpyBuffer
 
@@ -343,20 +343,45 @@ class CPUDevice(Backend):
     _threads[1] = config.get('TINYJX_THREADS') or thread_count()
     return table
 
-  def binder(self, base):
-    """Not part of the contract: for a caller that alone uses one table and binds the same slots at every call (the
-    jit hit path, which holds its executable's lock), `bind(slots, arrays)` writes the arrays' pointers into a table
-    of its own, copied from `base` once, and returns it; the thread count is chosen as `arguments` does."""
-    table = type(base).from_buffer_copy(base)
-    def bind(slots: list, arrays: list):
-      for slot, a in zip(slots, arrays):
-        try:
-          table[slot] = ctypes.addressof(ctypes.c_char.from_buffer(a))
-        except (TypeError, ValueError, BufferError):
-          table[slot] = a.ctypes.data
-      _threads[1] = config.get('TINYJX_THREADS') or thread_count()
-      return table
-    return bind
+  def replayer(self, base, programs: list, in_slots: list, outs: list, parallel: bool, owner, counts: tuple):
+    """Not part of the contract: jit's hit path on this device (`Executable.direct_runner`). `run(inputs)` binds the
+    input Buffers and fresh outputs into a table of its own, copied from `base` once, launches `programs` on it, adds
+    `counts` to the counters and returns the output Buffers (`outs`, in order: (slot, shape, dtype, None) for an
+    output slot, (None, None, dtype, copy) for one that `copy(inputs, results so far)` makes after the launch); None
+    when it declines and the caller takes `Executable.run`: an input is not C-contiguous, another thread holds
+    `owner._lock` (the table and the executable's arena are reused), `owner.timing_hook` is set, or memory ran out
+    (`run` says how much, for what). The caller vouches for the inputs: NumpyBuffers of this device with the
+    program's shapes and dtypes. Everything fixed between calls is decided here: an input's address is read once per
+    Buffer (`NumpyBuffer.address`), the thread count is set only for a program with a parallel region (TINYJX_THREADS is
+    fixed while jit's replay table is valid: it is keyed on the settings epoch), and a launch is synchronous."""
+    table, launch, lock = type(base).from_buffer_copy(base), self.launch, owner._lock
+    makers = [(slot, _output_maker(self.name, shape, dt)) for slot, shape, dt, copy in outs if copy is None]
+    copies = [(i, copy, dt) for i, (_, _, dt, copy) in enumerate(outs) if copy is not None]
+    name = self.name
+    knob, add_many = config.get('TINYJX_THREADS'), counters.add_many
+    def run(inputs: list):
+      if owner.timing_hook is not None or not lock.acquire(blocking=False): return None
+      try:
+        for slot, b in zip(in_slots, inputs):
+          addr = b.address
+          if addr is None: addr = b.address = contiguous_address(b.data)
+          if not addr: return None
+          table[slot] = addr
+        results = []
+        for slot, make in makers:
+          r = make()
+          table[slot] = r.address
+          results.append(r)
+        if parallel: _threads[1] = knob or thread_count()
+        for program in programs: launch(program, table)
+        for i, copy, dt in copies: results.insert(i, NumpyBuffer(name, copy(inputs, results), dt))
+      except MemoryError:
+        return None
+      finally:
+        lock.release()
+      add_many(counts)
+      return results
+    return run
 
   def launch(self, program: 'CProgram', args, global_size=None, local_size=None) -> None:
     if _threads[0] != _threads[1]:   # OpenMP's thread count is process-wide: any library of ours can set it
@@ -378,6 +403,42 @@ class CPUDevice(Backend):
   def run_graph(self, roots):
     find_compiler()   # without one, the error that says how to install a compiler
     return super().run_graph(roots)
+
+POOL_BYTES, POOL_ROWS = 64, 64   # outputs this small are rows of a shared block (see `_output_maker`)
+
+def _output_maker(device: str, shape: tuple, dt):
+  """`make()` -> a fresh NumpyBuffer of `shape` and `dt` with its `address` known. Its fields that are the same at
+  every call (device, shape, dtype, key) are class attributes of a NumpyBuffer subclass made here, so a call sets
+  only `data` and `address` (an instance attribute still overrides one: pmap relabels a buffer's device). An output
+  of at most POOL_BYTES is the next unused row of a block of POOL_ROWS made at once (its address is the block's plus
+  the row's offset; no row is handed out twice), so a tiny result costs no allocation and no address look-up; a row
+  kept alive keeps its block (POOL_ROWS * POOL_BYTES bytes at most) alive. Larger outputs are arrays of their own."""
+  nbytes, np_dt = int(np.prod(shape, dtype=np.int64)) * dt.np.itemsize, dt.np
+  fixed = {'_device': device, 'shape': shape, 'dtype': dt, 'key': (shape, device, dt.name)}
+  new, kind = object.__new__, type('NumpyBuffer', (NumpyBuffer,), fixed)
+  if nbytes == 0 or nbytes > POOL_BYTES:
+    def make() -> NumpyBuffer:
+      b = new(kind)
+      b.data = a = np.empty(shape, np_dt)
+      b.address = address(a)
+      return b
+    return make
+  pool = [None, 0, POOL_ROWS]   # the block, its address, the next row
+  def make() -> NumpyBuffer:
+    block, base, i = pool
+    if i == POOL_ROWS:
+      block = np.empty((POOL_ROWS,) + shape, np_dt)
+      base, i = address(block), 0
+      pool[0], pool[1] = block, base
+    pool[2] = i + 1
+    b = new(kind)
+    b.data, b.address = block[i, ...], base + i * nbytes
+    return b
+  return make
+
+def contiguous_address(a: np.ndarray) -> int:
+  """`address(a)` for a C-contiguous array, 0 for any other (a kernel reads its operands as dense rows)."""
+  return address(a) if a.flags.c_contiguous else 0
 
 def address(a: np.ndarray) -> int:
   """Where `a`'s memory starts. Through ctypes' buffer export, a third of the cost of `a.ctypes.data` (which builds

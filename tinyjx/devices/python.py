@@ -18,7 +18,10 @@ from tinyjx.uop import UOp, Ops, GroupOp, toposort
 from tinyjx.devices import Backend
 
 class NumpyBuffer(array.Buffer):
-  """A buffer whose memory is a numpy array on the host (PYTHON device; CPU devices reuse it)."""
+  """A buffer whose memory is a numpy array on the host (PYTHON device; CPU devices reuse it). `data` never changes;
+  `address` is where its memory starts, once the CPU device's hit path has looked (0: not C-contiguous). (The CPU
+  device's `_output_maker` fills these fields without `__init__`: a new field is set there too.)"""
+  address = None
   def __init__(self, device: str, data: np.ndarray, dtype):
     super().__init__(device, data.shape, dtype)
     self.data = data

@@ -206,45 +206,66 @@ class Executable:
       hook(times)
     return self._results(inputs, outs)[self.n_effects:]
 
-  def direct_runner(self):
+  def direct_runner(self, counts: tuple = ()):
     """For jit's hit path: `run(input_buffers) -> fresh output Buffers`, or None where the program needs what only
     `run` does. It does `run`'s work with everything that is the same at every call decided here, once: the program
     is only foreign calls of kernels on host memory (no runtime step, no effect), with an arena of its own, and every
-    output a slot of its own (no input, constant or repeat handed back). The caller vouches for the inputs: Buffers of
-    this device with the program's shapes and dtypes (jit keys its cache on them). `run` returns None, and the
-    caller falls back to `Executable.run`, when an input is not contiguous, another thread has the arena, or VIZ asked
-    for a timed run."""
+    output a slot of its own or a copy of an input, a constant or an earlier output. The caller vouches for the
+    inputs: Buffers of this device with the program's shapes and dtypes (jit keys its cache on them); `counts` are
+    the caller's own (name, n) counter pairs, added with the run's. `run` returns None, and the caller falls back to
+    `Executable.run`, when an input is not contiguous, another thread has the arena, or VIZ asked for a timed run.
+    The device's `replayer` is all of `run` where it has one (the CPU's); else the binding goes through `arguments`."""
     dev, prog = self.device, self.program
     if not dev.host_memory or self._arena is None or self.n_effects: return None
     if not all(isinstance(st, KernelCall) and st.slots is None for st in self.steps): return None
-    if any(kind != 'slot' for kind, _, _ in prog.out_plan): return None
-    programs, ins, count, template, lock = [st.program for st in self.steps], prog.in_slots, len(self.slots), \
-      self._template, self._lock
-    outs = [(self.slots[ref].shape, dt) for _, ref, dt in prog.out_plan]
-    slots = list(ins) + [ref for _, ref, _ in prog.out_plan]
-    launch, name = dev.launch, dev.name
-    binder = getattr(dev, 'binder', None)   # a device's own table for this runner, else `arguments` at every call
-    bind = binder(template) if binder is not None else \
-      (lambda slots, arrays: dev.arguments(count, dict(zip(slots, arrays)), template))
-    counts = (('kernels', len(prog.kernels)), ('flops', prog.flops), ('bytes', prog.nbytes))
+    programs, lock = [st.program for st in self.steps], self._lock
+    outs = [(ref, self.slots[ref].shape, dt, None) if kind == 'slot' else (None, None, dt, self._copier(kind, ref))
+            for kind, ref, dt in prog.out_plan]
+    counts = (('kernels', len(prog.kernels)), ('flops', prog.flops), ('bytes', prog.nbytes)) + tuple(counts)
+    replayer = getattr(dev, 'replayer', None)
+    if replayer is not None:
+      return replayer(self._template, programs, list(prog.in_slots), outs, 'omp parallel' in self.source, self, counts)
+    replay, add_many = self._generic_replay(programs, outs), counters.add_many
     def run(inputs: list):
+      if self.timing_hook is not None or not lock.acquire(blocking=False): return None
+      try:
+        results = replay(inputs)
+      except MemoryError:
+        return None   # `run` says how much could not be had, and for what
+      finally:
+        lock.release()
+      if results is not None: add_many(counts)
+      return results
+    return run
+
+  def _copier(self, kind: str, ref: int):
+    """For `direct_runner`: `copy(inputs, results)`, a fresh host copy of an output that is not a slot of its own (what
+    `_results` makes of it): input `ref`, constant slot `ref` or the earlier output `ref`."""
+    if kind == 'input': return lambda inputs, results: np.array(inputs[ref].numpy(), copy=True, order='C')
+    if kind == 'const':
+      const = self._const_arrays[ref]
+      return lambda inputs, results: np.array(const, copy=True, order='C')
+    return lambda inputs, results: np.array(results[ref].numpy(), copy=True, order='C')
+
+  def _generic_replay(self, programs: list, outs: list):
+    """`direct_runner`'s binding through the device contract's `arguments` (a host-memory device without `replayer`):
+    output arrays are the numpy arrays their Buffers hold."""
+    dev, ins, count, template = self.device, self.program.in_slots, len(self.slots), self._template
+    own = [(slot, shape, dt) for slot, shape, dt, copy in outs if copy is None]
+    slots = list(ins) + [slot for slot, _, _ in own]
+    def replay(inputs: list):
       arrays = [buf.numpy() for buf in inputs]
       for a in arrays:
         if not a.flags.c_contiguous: return None
-      if self.timing_hook is not None or not lock.acquire(blocking=False): return None
-      try:   # host memory: an output is allocated as the numpy array its Buffer holds (no uint8 view to reshape)
-        try:
-          results = [NumpyBuffer(name, np.empty(shape, dt.np), dt) for shape, dt in outs]
-        except MemoryError:
-          return None   # `run` says how much could not be had, and for what
-        args = bind(slots, arrays + [r.data for r in results])
-        for program in programs: launch(program, args)
-        dev.synchronize()
-      finally:
-        lock.release()
-      counters.add_many(counts)
+      made = [NumpyBuffer(dev.name, np.empty(shape, dt.np), dt) for _, shape, dt in own]
+      args = dev.arguments(count, dict(zip(slots, arrays + [r.data for r in made])), template)
+      for program in programs: dev.launch(program, args)
+      dev.synchronize()
+      results, it = [], iter(made)
+      for _, _, dt, copy in outs:
+        results.append(next(it) if copy is None else NumpyBuffer(dev.name, copy(inputs, results), dt))
       return results
-    return run
+    return replay
 
   def _bind(self, i: int, slot: int, size: int, want: Slot, buf):
     """Input `i` as the handle kernels read: on host memory the contiguous array of the program's dtype and shape

@@ -16,7 +16,8 @@ Closures: a closed-over concrete array becomes a constant of the jaxpr at trace 
 seen by the first trace is used until something in the key changes; re-binding the Python variable does
 not retrace (pass the array as an argument if it changes).
 
-The hit path is a tuple build, a dict lookup and one `exe.run`: no graph walks, no logging unless DEBUG.
+The hit path (`replay_key`, the table `_Cache.replays`, `Executable.direct_runner`) is a tuple build, a dict lookup
+and the device's replay of the kernels: no graph walks, no binding checks, no logging (DEBUG takes the full path).
 """
 from __future__ import annotations
 import functools, inspect, time, weakref
@@ -188,40 +189,61 @@ def input_buffers(leaves: list, avals: tuple, dev) -> list:
 def replay_key(args: tuple, kwargs: dict, device: str | None = None) -> tuple | None:
   """The hit path's key of a call whose dynamic leaves are all computed Arrays, with their Buffers; None for any other
   call. Everything `bind` puts in a key is in it or fixed by it: the jit's `device=` (jits of one function share a
-  cache), the argument structure (the count of positional arrays, or the treedef), and per leaf its shape, device,
-  dtype and weak type. The device the call runs on and the codegen knobs follow from those and the settings epoch."""
-  key, leaves, flat = [device, len(args)], args, not kwargs
-  for a in args:
-    if type(a) is not Array:   # a pytree (or not an array at all): flattened below
-      flat = False
-      break
-  if not flat:
-    leaves, treedef = tree_util.tree_flatten((args, kwargs))
-    key[1] = treedef
-  return _leaves_key(key, leaves)
+  cache), the argument structure (the count of positional arrays, or `tree_util.structure_key`), and per leaf its
+  Buffer's `key` (shape, device, dtype name) and its weak type. The device the call runs on and the codegen knobs
+  follow from those and the settings epoch."""
+  if kwargs: return _tree_replay_key(args, kwargs, device)
+  key, bufs = [device, len(args)], []
+  for x in args:
+    if type(x) is not Array: return _tree_replay_key(args, kwargs, device)
+    b = x._buffer or x.realized_buffer()   # (an Array's `_buffer`, when set, is its computed value)
+    if b is None: return None
+    key.append(b.key)
+    key.append(x.weak)
+    bufs.append(b)
+  return tuple(key), bufs
+
+def _tree_replay_key(args: tuple, kwargs: dict, device: str | None) -> tuple | None:
+  """`replay_key` of a call with pytree arguments or keywords: `tree_util.structure_key` (plain tuples, hashed in C)
+  stands for the argument structure."""
+  leaves: list = []
+  try:
+    structure = tree_util.structure_key((args, kwargs), leaves)
+    hash(structure)
+  except TypeError:   # unhashable aux data: such calls take the full path
+    return None
+  return _leaves_key([device, structure], leaves)
 
 def _leaves_key(key: list, leaves) -> tuple | None:
   """`replay_key`'s per-leaf part, appended to `key` (which holds the structure)."""
   bufs = []
   for x in leaves:
     if type(x) is not Array or (b := x.realized_buffer()) is None: return None
-    key.append((b.shape, b.device, b.dtype.name, x.weak))   # (a name hashes in C, a DType in Python)
+    key.append(b.key)
+    key.append(x.weak)
     bufs.append(b)
   return tuple(key), bufs
+
+HIT = (('cache_hits', 1),)
 
 def _replayer(entry: _Entry, runner):
   """The hit path of one cache entry: `replay(buffers)` runs the executable's direct runner on the leaves' buffers
   and returns the outputs as `_execute` does (Arrays whose node is made when first needed), or None when the runner
-  declines (then the call takes the full path)."""
+  declines (then the call takes the full path). The runner counts the hit (HIT) with its kernels."""
   out_weak, out_tree = entry.jaxpr.out_weak, entry.jaxpr.out_tree
-  single = out_tree == tree_util.tree_structure(0)
+  of_buffer = Array.of_buffer
+  if out_tree == tree_util.tree_structure(0):
+    weak = out_weak[0]
+    def replay_one(inputs: list):
+      if array.nan_hook is not None: return None
+      bufs = runner(inputs)
+      return None if bufs is None else of_buffer(bufs[0], weak)
+    return replay_one
   def replay(inputs: list):
     if array.nan_hook is not None: return None
     bufs = runner(inputs)
     if bufs is None: return None
-    counters.add('cache_hits')
-    if single: return Array.of_buffer(bufs[0], out_weak[0])
-    return tree_util.tree_unflatten(out_tree, [Array.of_buffer(b, w) for b, w in zip(bufs, out_weak)])
+    return tree_util.tree_unflatten(out_tree, [of_buffer(b, w) for b, w in zip(bufs, out_weak)])
   return replay
 
 @functools.lru_cache(None)
@@ -278,16 +300,16 @@ class JitFunction:
     epoch = settings.epoch()
     if epoch is None or self.static_argnums or self.static_argnames or entry.exe is None: return
     if settings.get('DEBUG') or settings.get('NOJIT'): return
-    flat = call.treedef is _positional_treedef(len(call.args))   # what bind found (no flattening again)
-    found = _leaves_key([self.device, len(args) if flat else call.treedef], call.leaves)
+    found = replay_key(args, call.kwargs, self.device)
     runner = getattr(entry.exe, 'direct_runner', None)
     if found is None or runner is None or any(b.device != call.device.name for b in found[1]): return
+    if len(found[1]) != len(call.leaves) or any(b is not x.realized_buffer() for b, x in zip(found[1], call.leaves)):
+      return   # (the key's leaves are not the ones bind traced with, in order: never replay such a key)
     if self._cache.replay_epoch != epoch: self._cache.replays, self._cache.replay_epoch = {}, epoch
     key = found[0]
     if key in self._cache.replays: return   # known already (its runner declined this call): no second runner
-    runner = runner()
+    runner = runner(HIT)
     if runner is None: return
-    if not isinstance(key[1], int): key = (key[0], key[1].detached()) + key[2:]
     self._cache.replays[key] = _replayer(entry, runner)
 
   def bind(self, args: tuple, kwargs: dict, aval_fn) -> _Call:
