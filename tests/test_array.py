@@ -156,3 +156,14 @@ def test_numpy_interop():
   assert np.sqrt(x).tolist() == [1.0, 2.0]          # numpy functions see the value through __array__
   assert isinstance(np.ones(2) * x, tinyjx.Array)   # numpy defers to Array's reflected operators
   assert math.isclose(float(np.sum(x)), 5.0)
+
+def test_numpy_views_of_an_array_are_read_only_and_copies_are_writable():
+  """np.asarray(x) shares the array's memory (no copy) but cannot write to it, as in JAX: a write through it would
+  change an immutable Array (and, on the jit hit path, every array sharing its block)."""
+  a = jnp.arange(3.0)
+  view = np.asarray(a)
+  with pytest.raises(ValueError, match="read-only"): view[0] = 5.0
+  mine = np.array(a)
+  mine[0] = 7.0
+  np.testing.assert_array_equal(np.asarray(a), [0.0, 1.0, 2.0])
+  assert np.asarray(a, dtype=np.float64).flags.writeable and mine.flags.writeable

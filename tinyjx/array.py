@@ -201,9 +201,15 @@ class Array:
     if 'TAG' not in self.uop.flags: self.uop = b
     return buffers[b.arg[0]].numpy()
   def __array__(self, dtype=None, copy=None):
+    """The values as numpy: a read-only view of the array's own memory (as JAX's), so no write through it can change
+    the Array; `np.array(x)` or `copy=True` gives a writable copy."""
     v = self.concrete_numpy("np.asarray(x)")
     if self.dtype is dtypes.bfloat16: v = v.astype(np.float32)
-    return v if dtype is None else v.astype(dtype)
+    elif dtype is None and not copy:
+      v = v.view()
+      v.flags.writeable = False
+      return v
+    return v.astype(dtype or v.dtype, copy=bool(copy) or dtype is not None)
   def item(self, *args):
     v = self.concrete_numpy("x.item()")
     return v.item(*args)
