@@ -82,6 +82,7 @@ class MatmulEmitter:
     blocks, right before the micro-kernel runs that panel against every block of the first (the panel stays
     in cache, and no buffer the size of the big operand is ever written). A chunked contraction accumulates in
     a per-thread row of tiles until the last chunk. Every decision is the plan's."""
+    if s.plan.direct: return self.matmul_direct(s, lines, pad)
     plan, t = s.plan, self.type_names[s.dtype]
     mr, nr, micro = plan.mr, plan.nr, self.micro_kernel(s)
     panels_of_x, chunked = plan.x_panels, plan.chunked
@@ -131,6 +132,85 @@ class MatmulEmitter:
     lines += [f"{p2}}}", f"{pad}  }}", f"{pad}  free(panel);"]
     if chunked: lines.append(f"{pad}  free(cl);")
     lines += [f"{pad}  }}", f"{pad}  free({wbuf});", f"{pad}}}"]
+
+  def matmul_direct(self, s: Matmul, lines: list, pad: str) -> None:
+    """x is one load at an index affine in the loop variables (a convolution's windows), read in place: its address
+    is roff[r] + koff[k], row part and contraction part, two small tables; only y is packed (whole). Unchunked,
+    each block of x runs the whole contraction against every panel of y; chunked, the chunks are outermost and
+    each block adds one into its row of result tiles (in chunk order: results do not depend on the thread count)."""
+    plan, t = s.plan, self.type_names[s.dtype]
+    mr, nr, micro = plan.mr, plan.nr, self.micro_kernel(s)
+    p2, p3 = pad + "    ", pad + "      "
+    store = self.scoped(lambda out: self.stmt(s.store, out, len(p3) // 2 + 2), p3 + "    ")
+    terms, const = sym.linear(s.x.src[1])
+    kpart, rpart = sym.const(0), sym.const(const)
+    for v, c in terms.items():
+      if v in s.kvars: kpart = sym.add(kpart, sym.mul(v, c))
+      else: rpart = sym.add(rpart, sym.mul(v, c))
+    src, tiles = f"b{s.x.src[0].arg}", f"tiles + (ib * NB + sb) * {mr * nr}"
+    lines += [f"{pad}{{",
+              f"{pad}  const int64_t M = {s.m}, N = {s.n}, K = {s.k};",
+              f"{pad}  const int64_t NB = (N + {nr - 1}) / {nr}, MB = (M + {mr - 1}) / {mr};",
+              f"{pad}  {t}* pb = tjx_alloc(NB * {nr} * K * sizeof({t}));",
+              f"{pad}  int64_t* koff = tjx_alloc(K * sizeof(int64_t));",
+              *([f"{pad}  {t}* tiles = tjx_alloc(MB * NB * {mr * nr} * sizeof({t}));"] if plan.chunked else [])]
+    self.loop_nest(s.kvars, lines, pad + "  ", lambda p: lines.append(
+      f"{p}koff[{self.expr(_flat(s.kvars))}] = {self.expr(kpart)};"))
+    lines += [f"#pragma omp parallel if({int(s.parallel)})", f"{pad}  {{",
+              "#pragma omp for schedule(static)", f"{pad}  for (int64_t bb = 0; bb < NB; bb++) {{",
+              f"{p2}{t}* dst = pb + bb * {nr} * K;"]
+    self.pack_panel(s, 'b', lines, p2)
+    lines.append(f"{pad}  }}")
+    def block(p: str) -> None:
+      lines.extend(["#pragma omp for schedule(static)", f"{p}for (int64_t ib = 0; ib < MB; ib++) {{"])
+      self.row_offsets(s, rpart, lines, p + "  ")
+    if not plan.chunked:
+      block(pad + "  ")
+      lines += [f"{p2}for (int64_t sb = 0; sb < NB; sb++) {{", f"{p3}{t} c[{mr * nr}] __attribute__((aligned(64)));",
+                f"{p3}{micro}(K, {src}, roff, koff, pb + sb * {nr} * K, c, 0);"]
+      self.tile_store(s, lines, p3, "ib", "sb", t, store)
+      lines += [f"{p2}}}", f"{pad}  }}"]
+    else:
+      lines += [f"{pad}  for (int64_t cc = 0; cc < {plan.chunks}; cc++) {{",
+                f"{p2}const int64_t k0 = cc * {plan.chunk}, kn = k0 + {plan.chunk} < K ? {plan.chunk} : K - k0;"]
+      block(p2)
+      lines += [f"{p3}for (int64_t sb = 0; sb < NB; sb++)",
+                f"{p3}  {micro}(kn, {src}, roff, koff + k0, pb + sb * {nr} * K + k0 * {nr}, {tiles}, cc > 0);",
+                f"{p2}}}", f"{pad}  }}", "#pragma omp for schedule(static)",
+                f"{pad}  for (int64_t ib = 0; ib < MB; ib++) for (int64_t sb = 0; sb < NB; sb++) {{",
+                f"{p2}const {t}* c = {tiles};"]
+      self.tile_store(s, lines, p2, "ib", "sb", t, store)
+      lines.append(f"{pad}  }}")
+    lines += [f"{pad}  }}", f"{pad}  free(pb);", f"{pad}  free(koff);",
+              *([f"{pad}  free(tiles);"] if plan.chunked else []), f"{pad}}}"]
+
+  def row_offsets(self, s: Matmul, rpart: UOp, lines: list, p: str) -> None:
+    """`roff`: the row part of x's address for each row of block ib (a padding row past the last one reads the last
+    row; its results are never stored)."""
+    sizes = [v.arg[1] for v in s.ivars]
+    lines += [f"{p}int64_t roff[{s.plan.mr}];", f"{p}for (int64_t q = 0; q < {s.plan.mr}; q++) {{",
+              f"{p}  const int64_t r = ib * {s.plan.mr} + q < M ? ib * {s.plan.mr} + q : M - 1;"]
+    for d, v in enumerate(s.ivars):
+      stride, part = math.prod(sizes[d + 1:]), "r"
+      if stride > 1: part = f"(r / {stride})"
+      if d > 0: part = f"({part} % {sizes[d]})"
+      lines.append(f"{p}  const int64_t {self.name(v)} = {part};")
+    self.push_scope(lines, p + "  ", set(s.ivars))
+    lines.append(f"{p}  roff[q] = {self.expr(rpart)};")
+    self.scopes.pop()
+    lines.append(f"{p}}}")
+
+  def loop_nest(self, vars_: list, lines: list, p: str, body) -> None:
+    """C loops over `vars_` (outermost first) around `body(pad)`, each loop a scope of its own."""
+    for v in vars_:
+      lines.append(f"{p}for (int64_t {self.name(v)} = 0; {self.name(v)} < {v.arg[1]}; {self.name(v)}++) {{")
+      p += "  "
+      self.push_scope(lines, p, {v})
+    body(p)
+    for _ in vars_:
+      self.scopes.pop()
+      p = p[:-2]
+      lines.append(f"{p}}}")
 
   def chunk_panel(self, s: Matmul, part: str, lines: list, p: str, chunk: tuple) -> None:
     """Inside a loop over chunk `cc`: its bounds (outer contraction variable in [c0, c1), k from k0, kn rows)
@@ -186,7 +266,7 @@ class MatmulEmitter:
     """The name of the plan's micro-kernel; its instantiation is recorded in `self.micro` for `render`."""
     plan, sfx = s.plan, 'f64' if s.dtype is dtypes.float64 else 'f32'
     t, vec = self.type_names[s.dtype], f"tjx_v{sfx}_{plan.vector_bytes}"
-    name = f"{sfx}_{plan.mr}x{plan.nr}"
+    name, kind = f"{sfx}_{plan.mr}x{plan.nr}", "TJX_MICRO_DIRECT" if plan.direct else "TJX_MICRO"
     self.micro.setdefault(vec, f"typedef {t} {vec} __attribute__((vector_size({plan.vector_bytes})));")
-    self.micro.setdefault(name, f"TJX_MICRO({t}, {vec}, {name}, {plan.mr}, {plan.nr})")
-    return f"tjx_mm_{name}"
+    self.micro.setdefault(f"{kind} {name}", f"{kind}({t}, {vec}, {name}, {plan.mr}, {plan.nr})")
+    return f"tjx_mm{'d' if plan.direct else ''}_{name}"
