@@ -11,7 +11,9 @@ elementwise consumers as an accumulator (index.py decides where that is legal). 
 - a reduction read by more than one kernel (computed once instead of once per reader);
 - an elementwise node with transcendental work read by several kernels through different views;
 - the operand of a contraction read through a view that repeats its elements (a convolution's sliding
-  windows): packing the operand evaluates every repeat, so what the view reads is computed once instead;
+  windows): packing the operand evaluates every repeat, so what the view reads is computed once instead; where
+  the view pads (a padded convolution, an input gradient), the padded array too, so the windows read a plain
+  buffer without masks (a CPU matmul then reads them in place, optimize.window_reuse);
 - a contraction (a matmul's sum of products) read by another reduction: fused into it, it would not be tiled;
 - anything the kernel builder reported it cannot compute in place (`forced`, from `index.NeedsBuffer`).
 
@@ -82,9 +84,13 @@ def _repeated_operands(n: UOp) -> list:
   out = []
   for v in prod.src:
     while v.op is Ops.EXPAND: v = v.src[0]
-    base = v
-    while base.op in GroupOp.Movement: base = base.src[0]
-    if base.op not in INPUT_OPS and base.op is not Ops.CONST and v.size >= 2 * base.size: out.append(base)
+    base, padded = v, None
+    while base.op in GroupOp.Movement:
+      if base.op is Ops.PAD and padded is None: padded = base
+      base = base.src[0]
+    if base.op is Ops.CONST or v.size < 2 * base.size: continue
+    if padded is not None: out.append(padded)
+    if base.op not in INPUT_OPS: out.append(base)
   return out
 
 def _is_contraction(n: UOp) -> bool:
