@@ -13,9 +13,9 @@ here decides a size.
 from __future__ import annotations
 import math
 from tinyjx import dtypes
-from tinyjx.uop import UOp
+from tinyjx.uop import UOp, Ops
 from tinyjx.lower import symbolic as sym
-from tinyjx.lower.index import Matmul
+from tinyjx.lower.index import Matmul, Store
 
 def _flat(vars_: list) -> UOp:
   """The flat (row-major) index over loop variables `vars_`: affine, sum of var * stride."""
@@ -23,6 +23,19 @@ def _flat(vars_: list) -> UOp:
   for v in reversed(vars_):
     out, stride = sym.add(out, sym.mul(v, stride)), stride * v.arg[1]
   return out
+
+_IO, _JO = sym.special('io', 1 << 62), sym.special('jo', 1 << 62)   # a tile store's row and column parts of the index
+
+def _split_index(idx: UOp) -> tuple[UOp, UOp] | None:
+  """A tile store's index as (row part, column part): terms in the template variable i (and batch loops) and terms
+  in j; None where some term needs both."""
+  terms, const = sym.linear(idx)
+  parts = [sym.const(const), sym.const(0)]
+  for atom, c in terms.items():
+    names = {v.arg[0] for v in sym.loop_vars(atom) if v.op is Ops.SPECIAL}
+    if names >= {'i', 'j'}: return None
+    parts['j' in names] = sym.add(parts['j' in names], sym.mul(atom, c))
+  return parts[0], parts[1]
 
 class MatmulEmitter:
   """Mixed into the C renderer: `matmul(stmt, lines, pad)` and its parts. Uses the renderer's `expr`, `name`,
@@ -95,7 +108,6 @@ class MatmulEmitter:
     tile = f"cl + sb * {mr * nr}" if chunked else "c"
     wptr = f"{wbuf} + sb * {wblk} * K" + (f" + k0 * {wblk}" if chunked else "")
     a_ptr, b_ptr = ("panel", wptr) if panels_of_x else (wptr, "panel")
-    store = self.scoped(lambda out: self.stmt(s.store, out, len(p3) // 2 + 2), p3 + "    ")
     lines += [f"{pad}{{",
               f"{pad}  const int64_t M = {s.m}, N = {s.n}, K = {s.k};",
               f"{pad}  const int64_t NB = (N + {nr - 1}) / {nr}, MB = (M + {mr - 1}) / {mr};",
@@ -111,7 +123,7 @@ class MatmulEmitter:
               f"{pad}  {t}* panel = tjx_alloc({pblk} * {plan.chunk * inner} * sizeof({t}));"]
     chunk = (outer, plan.chunk, inner)
     if plan.split_groups:
-      self.split_k(s, lines, pad, part, a_ptr, b_ptr, t, chunk, store, ib, jb)
+      self.split_k(s, lines, pad, part, a_ptr, b_ptr, t, chunk, ib, jb)
       return
     if chunked: lines.append(f"{pad}  {t}* cl = tjx_alloc({other} * {mr * nr} * sizeof({t}));")
     lines += ["#pragma omp for schedule(static)",
@@ -128,7 +140,7 @@ class MatmulEmitter:
     if chunked: lines.append(f"{p3}const {t}* c = {tile};")
     else: lines += [f"{p3}{t} c[{mr * nr}] __attribute__((aligned(64)));",
                     f"{p3}{micro}(K, {a_ptr}, {b_ptr}, c, 0);"]
-    self.tile_store(s, lines, p3, ib, jb, t, store)
+    self.tile_store(s, lines, p3, ib, jb, t)
     lines += [f"{p2}}}", f"{pad}  }}", f"{pad}  free(panel);"]
     if chunked: lines.append(f"{pad}  free(cl);")
     lines += [f"{pad}  }}", f"{pad}  free({wbuf});", f"{pad}}}"]
@@ -141,7 +153,6 @@ class MatmulEmitter:
     plan, t = s.plan, self.type_names[s.dtype]
     mr, nr, micro = plan.mr, plan.nr, self.micro_kernel(s)
     p2, p3 = pad + "    ", pad + "      "
-    store = self.scoped(lambda out: self.stmt(s.store, out, len(p3) // 2 + 2), p3 + "    ")
     terms, const = sym.linear(s.x.src[1])
     kpart, rpart = sym.const(0), sym.const(const)
     for v, c in terms.items():
@@ -168,7 +179,7 @@ class MatmulEmitter:
       block(pad + "  ")
       lines += [f"{p2}for (int64_t sb = 0; sb < NB; sb++) {{", f"{p3}{t} c[{mr * nr}] __attribute__((aligned(64)));",
                 f"{p3}{micro}(K, {src}, roff, koff, pb + sb * {nr} * K, c, 0);"]
-      self.tile_store(s, lines, p3, "ib", "sb", t, store)
+      self.tile_store(s, lines, p3, "ib", "sb", t)
       lines += [f"{p2}}}", f"{pad}  }}"]
     else:
       lines += [f"{pad}  for (int64_t cc = 0; cc < {plan.chunks}; cc++) {{",
@@ -179,7 +190,7 @@ class MatmulEmitter:
                 f"{p2}}}", f"{pad}  }}", "#pragma omp for schedule(static)",
                 f"{pad}  for (int64_t ib = 0; ib < MB; ib++) for (int64_t sb = 0; sb < NB; sb++) {{",
                 f"{p2}const {t}* c = {tiles};"]
-      self.tile_store(s, lines, p2, "ib", "sb", t, store)
+      self.tile_store(s, lines, p2, "ib", "sb", t)
       lines.append(f"{pad}  }}")
     lines += [f"{pad}  }}", f"{pad}  free(pb);", f"{pad}  free(koff);",
               *([f"{pad}  free(tiles);"] if plan.chunked else []), f"{pad}}}"]
@@ -220,19 +231,31 @@ class MatmulEmitter:
               f"{p}const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};"]
     self.pack_panel(s, part, lines, p, chunk=True)
 
-  def tile_store(self, s: Matmul, lines: list, p: str, ib: str, jb: str, t: str, store: list) -> None:
-    """The epilogue of one result tile `c` (block ib of rows, jb of columns): `store` for each element in range."""
+  def tile_store(self, s: Matmul, lines: list, p: str, ib: str, jb: str, t: str) -> None:
+    """The epilogue of one result tile `c` (block ib of rows, jb of columns): the store for each element in range.
+    Where the store's index is a row part plus a column part (`_split_index`), the column parts of the tile are a
+    table and the row part is computed once per row, not once per element."""
     mr, nr = s.plan.mr, s.plan.nr
+    split = _split_index(s.store.idx)
+    st = s.store if split is None else Store(s.store.buf, sym.add(_IO, _JO), s.store.value, s.store.valid)
+    store = self.scoped(lambda out: self.stmt(st, out, len(p) // 2 + 3), p + "    ")
     lines += [f"{p}const int64_t rows = M - {ib} * {mr} < {mr} ? M - {ib} * {mr} : {mr};",
-              f"{p}const int64_t cols = N - {jb} * {nr} < {nr} ? N - {jb} * {nr} : {nr};",
-              f"{p}for (int64_t r = 0; r < rows; r++) {{",
-              f"{p}  const int64_t i = {ib} * {mr} + r;",
-              f"{p}  for (int64_t q = 0; q < cols; q++) {{",
+              f"{p}const int64_t cols = N - {jb} * {nr} < {nr} ? N - {jb} * {nr} : {nr};"]
+    if split is not None:
+      lines += [f"{p}int64_t joff[{nr}];", f"{p}for (int64_t q = 0; q < cols; q++) {{",
+                f"{p}  const int64_t j = {jb} * {nr} + q;"]
+      lines += self.scoped(lambda out: out.append(f"{p}  joff[q] = {self.expr(split[1])};"), p + "  ")
+      lines.append(f"{p}}}")
+    lines += [f"{p}for (int64_t r = 0; r < rows; r++) {{", f"{p}  const int64_t i = {ib} * {mr} + r;"]
+    if split is not None:
+      lines += self.scoped(lambda out: out.append(f"{p}  const int64_t io = {self.expr(split[0])};"), p + "  ")
+    lines += [f"{p}  for (int64_t q = 0; q < cols; q++) {{",
               f"{p}    const int64_t j = {jb} * {nr} + q;",
+              *([f"{p}    const int64_t jo = joff[q];"] if split is not None else []),
               f"{p}    const {t} cv = c[r * {nr} + q];", *store,
               f"{p}  }}", f"{p}}}"]
 
-  def split_k(self, s: Matmul, lines, pad, part, a_ptr, b_ptr, t, chunk, store, ib, jb) -> None:
+  def split_k(self, s: Matmul, lines, pad, part, a_ptr, b_ptr, t, chunk, ib, jb) -> None:
     """The split-contraction matmul: the plan's fixed groups of chunks run in parallel, each into its own row of
     tiles; the groups are then added in order, so the result does not depend on the thread count."""
     p2, plan, micro = pad + "    ", s.plan, self.micro_kernel(s)
@@ -257,7 +280,7 @@ class MatmulEmitter:
               f"{p2}memcpy(c, parts + bs * {tile_size}, sizeof c);",
               f"{p2}for (int64_t g = 1; g < {g}; g++) for (int64_t z = 0; z < {tile_size}; z++) "
               f"c[z] += parts[(g * {nblocks} * {other} + bs) * {tile_size} + z];"]
-    self.tile_store(s, lines, p2, ib, jb, t, store)
+    self.tile_store(s, lines, p2, ib, jb, t)
     lines += [f"{pad}  }}", f"{pad}  free(panel);", f"{pad}  }}", f"{pad}  free(parts);"]
     lines.append(f"{pad}  free({'pb' if part == 'a' else 'pa'});")
     lines.append(f"{pad}}}")
