@@ -147,53 +147,70 @@ class MatmulEmitter:
 
   def matmul_direct(self, s: Matmul, lines: list, pad: str) -> None:
     """x is one load at an index affine in the loop variables (a convolution's windows), read in place: its address
-    is roff[r] + koff[k], row part and contraction part, two small tables; only y is packed (whole). Unchunked,
-    each block of x runs the whole contraction against every panel of y; chunked, the chunks are outermost and
-    each block adds one into its row of result tiles (in chunk order: results do not depend on the thread count)."""
+    is roff[r] + koff[k], row part and contraction part, two small tables; only y is packed. Unchunked, y is packed
+    whole and each block of x runs the whole contraction against every panel of it; chunked, the chunks are
+    outermost: each chunk of y is packed (in parallel over its panels), then each block of x adds the chunk into
+    its row of result tiles (in chunk order: results do not depend on the thread count)."""
     plan, t = s.plan, self.type_names[s.dtype]
-    mr, nr, micro = plan.mr, plan.nr, self.micro_kernel(s)
-    p2, p3 = pad + "    ", pad + "      "
+    mr, nr = plan.mr, plan.nr
+    p2 = pad + "    "
     terms, const = sym.linear(s.x.src[1])
     kpart, rpart = sym.const(0), sym.const(const)
     for v, c in terms.items():
       if v in s.kvars: kpart = sym.add(kpart, sym.mul(v, c))
       else: rpart = sym.add(rpart, sym.mul(v, c))
-    src, tiles = f"b{s.x.src[0].arg}", f"tiles + (ib * NB + sb) * {mr * nr}"
+    rows = plan.chunk * (s.k // s.kvars[0].arg[1])            # contraction rows of y packed at a time
     lines += [f"{pad}{{",
               f"{pad}  const int64_t M = {s.m}, N = {s.n}, K = {s.k};",
               f"{pad}  const int64_t NB = (N + {nr - 1}) / {nr}, MB = (M + {mr - 1}) / {mr};",
-              f"{pad}  {t}* pb = tjx_alloc(NB * {nr} * K * sizeof({t}));",
+              f"{pad}  {t}* pb = tjx_alloc(NB * {nr * rows} * sizeof({t}));",
               f"{pad}  int64_t* koff = tjx_alloc(K * sizeof(int64_t));",
               *([f"{pad}  {t}* tiles = tjx_alloc(MB * NB * {mr * nr} * sizeof({t}));"] if plan.chunked else [])]
     self.loop_nest(s.kvars, lines, pad + "  ", lambda p: lines.append(
       f"{p}koff[{self.expr(_flat(s.kvars))}] = {self.expr(kpart)};"))
-    lines += [f"#pragma omp parallel if({int(s.parallel)})", f"{pad}  {{",
-              "#pragma omp for schedule(static)", f"{pad}  for (int64_t bb = 0; bb < NB; bb++) {{",
-              f"{p2}{t}* dst = pb + bb * {nr} * K;"]
-    self.pack_panel(s, 'b', lines, p2)
-    lines.append(f"{pad}  }}")
-    def block(p: str) -> None:
-      lines.extend(["#pragma omp for schedule(static)", f"{p}for (int64_t ib = 0; ib < MB; ib++) {{"])
-      self.row_offsets(s, rpart, lines, p + "  ")
-    if not plan.chunked:
-      block(pad + "  ")
-      lines += [f"{p2}for (int64_t sb = 0; sb < NB; sb++) {{", f"{p3}{t} c[{mr * nr}] __attribute__((aligned(64)));",
-                f"{p3}{micro}(K, {src}, roff, koff, pb + sb * {nr} * K, c, 0);"]
-      self.tile_store(s, lines, p3, "ib", "sb", t)
-      lines += [f"{p2}}}", f"{pad}  }}"]
-    else:
-      lines += [f"{pad}  for (int64_t cc = 0; cc < {plan.chunks}; cc++) {{",
-                f"{p2}const int64_t k0 = cc * {plan.chunk}, kn = k0 + {plan.chunk} < K ? {plan.chunk} : K - k0;"]
-      block(p2)
-      lines += [f"{p3}for (int64_t sb = 0; sb < NB; sb++)",
-                f"{p3}  {micro}(kn, {src}, roff, koff + k0, pb + sb * {nr} * K + k0 * {nr}, {tiles}, cc > 0);",
-                f"{p2}}}", f"{pad}  }}", "#pragma omp for schedule(static)",
-                f"{pad}  for (int64_t ib = 0; ib < MB; ib++) for (int64_t sb = 0; sb < NB; sb++) {{",
-                f"{p2}const {t}* c = {tiles};"]
-      self.tile_store(s, lines, p2, "ib", "sb", t)
-      lines.append(f"{pad}  }}")
+    lines += [f"#pragma omp parallel if({int(s.parallel)})", f"{pad}  {{"]
+    (self.direct_chunks if plan.chunked else self.direct_whole)(s, lines, pad + "  ", rpart, rows)
     lines += [f"{pad}  }}", f"{pad}  free(pb);", f"{pad}  free(koff);",
               *([f"{pad}  free(tiles);"] if plan.chunked else []), f"{pad}}}"]
+
+  def direct_pack(self, s: Matmul, lines: list, p: str, rows: int, chunk: bool) -> None:
+    """Every panel of y (or of the current chunk of y) packed at pb, in parallel over the panels."""
+    lines += ["#pragma omp for schedule(static)", f"{p}for (int64_t bb = 0; bb < NB; bb++) {{",
+              f"{p}  {self.type_names[s.dtype]}* dst = pb + bb * {s.plan.nr * rows};"]
+    self.pack_panel(s, 'b', lines, p + "  ", chunk=chunk)
+    lines.append(f"{p}}}")
+
+  def direct_blocks(self, s: Matmul, lines: list, p: str, rpart: UOp, body: list) -> None:
+    """The parallel loop over blocks ib of x, each with its row offsets, around `body`."""
+    lines += ["#pragma omp for schedule(static)", f"{p}for (int64_t ib = 0; ib < MB; ib++) {{"]
+    self.row_offsets(s, rpart, lines, p + "  ")
+    lines += [f"{p}  {b}" for b in body] + [f"{p}}}"]
+
+  def direct_whole(self, s: Matmul, lines: list, p: str, rpart: UOp, rows: int) -> None:
+    """y packed whole; each block of x, against every panel, over the whole contraction, then the tile's store."""
+    mr, nr, t = s.plan.mr, s.plan.nr, self.type_names[s.dtype]
+    self.direct_pack(s, lines, p, rows, False)
+    tile = [f"  {t} c[{mr * nr}] __attribute__((aligned(64)));",
+            f"  {self.micro_kernel(s)}(K, b{s.x.src[0].arg}, roff, koff, pb + sb * {nr} * K, c, 0);"]
+    store = self.scoped(lambda out: self.tile_store(s, out, "  ", "ib", "sb", t), p)
+    self.direct_blocks(s, lines, p, rpart, ["for (int64_t sb = 0; sb < NB; sb++) {", *tile, *store, "}"])
+
+  def direct_chunks(self, s: Matmul, lines: list, p: str, rpart: UOp, rows: int) -> None:
+    """Chunks outermost: pack the chunk of y, add it into every block's row of tiles; then the tiles' stores."""
+    mr, nr, t, plan = s.plan.mr, s.plan.nr, self.type_names[s.dtype], s.plan
+    tiles, outer, inner = f"tiles + (ib * NB + sb) * {mr * nr}", s.kvars[0].arg[1], s.k // s.kvars[0].arg[1]
+    lines += [f"{p}for (int64_t cc = 0; cc < {plan.chunks}; cc++) {{",
+              f"{p}  const int64_t c0 = cc * {plan.chunk}, c1 = c0 + {plan.chunk} < {outer} ? c0 + {plan.chunk} : {outer};",
+              f"{p}  const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};"]
+    self.direct_pack(s, lines, p + "  ", rows, True)
+    self.direct_blocks(s, lines, p + "  ", rpart, [
+      "for (int64_t sb = 0; sb < NB; sb++)",
+      f"  {self.micro_kernel(s)}(kn, b{s.x.src[0].arg}, roff, koff + k0, pb + sb * {nr * rows}, {tiles}, cc > 0);"])
+    lines += [f"{p}}}", "#pragma omp for schedule(static)",
+              f"{p}for (int64_t ib = 0; ib < MB; ib++) for (int64_t sb = 0; sb < NB; sb++) {{",
+              f"{p}  const {t}* c = {tiles};"]
+    self.tile_store(s, lines, p + "  ", "ib", "sb", t)
+    lines.append(f"{p}}}")
 
   def row_offsets(self, s: Matmul, rpart: UOp, lines: list, p: str) -> None:
     """`roff`: the row part of x's address for each row of block ib (a padding row past the last one reads the last

@@ -102,9 +102,9 @@ def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int, di
   about KC_TARGET rows, so the whole side's rows of one chunk stay in cache while every panel passes. With few
   panels but many chunks (a weight gradient) the chunks themselves are the parallel work, in SPLIT_GROUPS groups.
 
-  A `direct` plan (x a sliding window that `direct_fits`) reads x in place and packs y whole: with y small enough
-  for L2 every block of x runs the whole contraction; otherwise the contraction runs in chunks of about KC_TARGET
-  flat rows, outermost, and every block of x adds each chunk into its row of result tiles.
+  A `direct` plan (x a sliding window that `direct_fits`) reads x in place and packs only y: whole where it is
+  small enough for L2, and every block of x runs the whole contraction; otherwise the contraction runs in chunks
+  (as above), outermost: each chunk of y is packed, then every block of x adds it into its row of result tiles.
 
   >>> from tinyjx import dtypes
   >>> plan_matmul(1024, 1024, 1024, dtypes.float32, 1024, 64)
@@ -113,16 +113,14 @@ def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int, di
   size, nr = dtype.itemsize, 2 * vector_bytes // dtype.itemsize
   mr = MICRO_ROWS if vector_bytes >= 64 else MICRO_ROWS_16
   if direct:
-    if -(-n // nr) * nr * k * size <= DIRECT_WHOLE: return MatmulPlan(mr, nr, vector_bytes, False, chunk=k, direct=True)
-    chunks = -(-k // KC_TARGET)
-    return MatmulPlan(mr, nr, vector_bytes, False, True, -(-k // chunks), chunks, direct=True)
+    if -(-n // nr) * nr * k * size <= DIRECT_WHOLE: return MatmulPlan(mr, nr, vector_bytes, False, chunk=outer, direct=True)
+    per, chunks = _chunks(outer, k // outer)
+    return MatmulPlan(mr, nr, vector_bytes, False, True, per, chunks, direct=True)
   x_panels = m * k * size > PACK_CACHE and n * k * size <= PACK_CACHE
   whole_rows, panel_rows, inner = (n, m, k // outer) if x_panels else (m, n, k // outer)
   chunked = k > 2 * KC_TARGET and outer > 1 and (whole_rows + 16) * 32 * size <= PACK_CACHE
   if not chunked: return MatmulPlan(mr, nr, vector_bytes, x_panels, chunk=outer)
-  per = max(1, KC_TARGET // inner)
-  per = -(-outer // -(-outer // per))          # the same number of chunks, of even sizes
-  chunks = -(-outer // per)
+  per, chunks = _chunks(outer, inner)
   split = -(-panel_rows // 32) < 4 and chunks >= 4 * SPLIT_GROUPS
   return MatmulPlan(mr, nr, vector_bytes, x_panels, True, per, chunks, SPLIT_GROUPS if split else 0)
 
@@ -136,13 +134,21 @@ def window_reuse(u: UOp, own: list, kvars: list) -> float:
   vs = [*own, *kvars]
   return math.prod(v.arg[1] for v in vs) / (1 + sum(abs(c) * (v.arg[1] - 1) for v, c in terms.items() if v in vs))
 
-def direct_fits(m: int, n: int, k: int, dtype, vector_bytes: int) -> bool:
-  """A direct matmul of this shape keeps its packed y in L2: whole, or (chunked) one chunk of every panel while
-  its result tiles fit DIRECT_TILES."""
+def _chunks(outer: int, inner: int) -> tuple[int, int]:
+  """(values of the outermost contraction variable per chunk, chunks): chunks of about KC_TARGET contraction rows
+  (`inner` rows per value), of even sizes."""
+  per = max(1, KC_TARGET // inner)
+  per = -(-outer // -(-outer // per))          # the same number of chunks, of even sizes
+  return per, -(-outer // per)
+
+def direct_fits(m: int, n: int, k: int, outer: int, dtype, vector_bytes: int) -> bool:
+  """A direct matmul of this shape keeps its packed y in L2: whole, or (chunked, each chunk packed in turn) one
+  chunk of every panel while its result tiles fit DIRECT_TILES."""
   size, nr, mr = dtype.itemsize, 2 * vector_bytes // dtype.itemsize, MICRO_ROWS if vector_bytes >= 64 else MICRO_ROWS_16
   cols = -(-n // nr) * nr
   if cols * k * size <= DIRECT_WHOLE: return True
-  return cols * KC_TARGET * size <= DIRECT_WHOLE and -(-m // mr) * mr * cols * size <= DIRECT_TILES
+  rows = _chunks(outer, k // outer)[0] * (k // outer)
+  return cols * rows * size <= DIRECT_WHOLE and -(-m // mr) * mr * cols * size <= DIRECT_TILES
 
 def is_matmul(k: Kernel) -> bool:
   """The kernel is batch loops around one `Matmul` (as_matmul made it): the other loop rewrites leave it alone."""
@@ -208,7 +214,7 @@ def _orientation(x: UOp, y: UOp, iv: list, jv: list, kv: list, dtype, vector_byt
   (rows, cols), window = ((jv, iv), y) if swap else ((iv, jv), x)
   if window.dtype is not dtype: return False, False
   m, n, k = (math.prod(v.arg[1] for v in vs) for vs in (rows, cols, kv))
-  return direct_fits(m, n, k, dtype, vector_bytes), swap
+  return direct_fits(m, n, k, kv[0].arg[1], dtype, vector_bytes), swap
 
 def _max_var(stmts: list) -> int:
   out = -1
