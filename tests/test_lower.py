@@ -401,3 +401,16 @@ def test_the_direct_plan_follows_the_window_and_the_cache():
   assert (plan.direct, plan.chunked) == (True, False)
   plan = optimize.plan_matmul(800, 32, 102400, F32, 256, 32, direct=True)
   assert (plan.direct, plan.chunked, plan.chunk * 400) == (True, True, 400)
+
+def test_a_chunked_direct_matmul_does_not_depend_on_the_thread_count(cpu):
+  """A weight gradient's chunks are added into each block's tiles in chunk order, whichever thread runs the block."""
+  from tinyjx import lax
+  rng = np.random.default_rng(5)
+  x, g = rng.standard_normal((128, 8, 10, 10)).astype(np.float32), rng.standard_normal((128, 16, 8, 8)).astype(np.float32)
+  w = np.zeros((16, 8, 3, 3), np.float32)
+  f = tinyjx.jit(lambda x, w, g: tinyjx.grad(lambda w: jnp.sum(lax.conv(x, w, (1, 1), 'VALID') * g))(w))
+  outs = []
+  for threads in (1, 2, 3):
+    with tinyjx.Context(TINYJX_THREADS=threads, TINYJX_DEVICE='CPU'): outs.append(np.asarray(f(x, w, g)))
+  assert all((o == outs[0]).all() for o in outs)
+  assert 'koff + k0' in cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(x, w, g)).source
