@@ -90,8 +90,9 @@ def _flat_vars(vars_: list, name: str) -> tuple[UOp, dict]:
 def _rewrite(u: UOp, mapping: dict) -> UOp: return sym.resimplify(substitute([u], mapping)[0])
 
 def _contiguous_along(u: UOp, along: UOp, other: UOp) -> bool:
-  """The loads of `u` walk memory in order along variable `along`, but not along `other`."""
-  loads = [sym.linear(n.src[1])[0] for n in toposort([u]) if n.op is Ops.LOAD]
+  """The loads of `u` that move with variable `along` walk memory in order along it, but not along `other` (a load
+  that does not move with it, a bias of a fused relu gradient, reads one element for the whole walk)."""
+  loads = [sym.linear(n.src[1])[0] for n in toposort([u]) if n.op is Ops.LOAD and along in sym.loop_vars(n.src[1])]
   return bool(loads) and all(t.get(along) == 1 and t.get(other) != 1 for t in loads)
 
 def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int, direct: bool = False) -> MatmulPlan:
