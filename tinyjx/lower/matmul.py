@@ -37,6 +37,10 @@ def _split_index(idx: UOp) -> tuple[UOp, UOp] | None:
     parts['j' in names] = sym.add(parts['j' in names], sym.mul(atom, c))
   return parts[0], parts[1]
 
+def _unit_stride(part: UOp, name: str) -> bool:
+  """`part` (a column part of a store's index) moves by one element when template variable `name` does."""
+  return any(a.op is Ops.SPECIAL and a.arg[0] == name and c == 1 for a, c in sym.linear(part)[0].items())
+
 class MatmulEmitter:
   """Mixed into the C renderer: `matmul(stmt, lines, pad)` and its parts. Uses the renderer's `expr`, `name`,
   `stmt`, `scoped`, `push_scope`/`scopes` and `type_names`; records micro-kernel instantiations in `self.micro`."""
@@ -250,25 +254,27 @@ class MatmulEmitter:
 
   def tile_store(self, s: Matmul, lines: list, p: str, ib: str, jb: str, t: str) -> None:
     """The epilogue of one result tile `c` (block ib of rows, jb of columns): the store for each element in range.
-    Where the store's index is a row part plus a column part (`_split_index`), the column parts of the tile are a
-    table and the row part is computed once per row, not once per element."""
+    Where the store's index is a row part plus a column part (`_split_index`), both parts of the tile are tables
+    (no index division per element), and the tile is stored column by column unless the output is contiguous
+    along its columns (a convolution's output is contiguous along positions, the rows of a direct matmul)."""
     mr, nr = s.plan.mr, s.plan.nr
     split = _split_index(s.store.idx)
     st = s.store if split is None else Store(s.store.buf, sym.add(_IO, _JO), s.store.value, s.store.valid)
     store = self.scoped(lambda out: self.stmt(st, out, len(p) // 2 + 3), p + "    ")
     lines += [f"{p}const int64_t rows = M - {ib} * {mr} < {mr} ? M - {ib} * {mr} : {mr};",
               f"{p}const int64_t cols = N - {jb} * {nr} < {nr} ? N - {jb} * {nr} : {nr};"]
+    loops = [("r", "rows", "i", ib, mr), ("q", "cols", "j", jb, nr)]
     if split is not None:
-      lines += [f"{p}int64_t joff[{nr}];", f"{p}for (int64_t q = 0; q < cols; q++) {{",
-                f"{p}  const int64_t j = {jb} * {nr} + q;"]
-      lines += self.scoped(lambda out: out.append(f"{p}  joff[q] = {self.expr(split[1])};"), p + "  ")
-      lines.append(f"{p}}}")
-    lines += [f"{p}for (int64_t r = 0; r < rows; r++) {{", f"{p}  const int64_t i = {ib} * {mr} + r;"]
-    if split is not None:
-      lines += self.scoped(lambda out: out.append(f"{p}  const int64_t io = {self.expr(split[0])};"), p + "  ")
-    lines += [f"{p}  for (int64_t q = 0; q < cols; q++) {{",
-              f"{p}    const int64_t j = {jb} * {nr} + q;",
-              *([f"{p}    const int64_t jo = joff[q];"] if split is not None else []),
+      for (v, n, name, blk, size), part in zip(loops, split):
+        lines += [f"{p}int64_t {name}off[{size}];", f"{p}for (int64_t {v} = 0; {v} < {n}; {v}++) {{",
+                  f"{p}  const int64_t {name} = {blk} * {size} + {v};"]
+        lines += self.scoped(lambda out: out.append(f"{p}  {name}off[{v}] = {self.expr(part)};"), p + "  ")
+        lines.append(f"{p}}}")
+      if not _unit_stride(split[1], 'j'): loops.reverse()
+    (v0, n0, *_), (v1, n1, *_) = loops
+    lines += [f"{p}for (int64_t {v0} = 0; {v0} < {n0}; {v0}++) {{", f"{p}  for (int64_t {v1} = 0; {v1} < {n1}; {v1}++) {{",
+              f"{p}    const int64_t i = {ib} * {mr} + r;", f"{p}    const int64_t j = {jb} * {nr} + q;",
+              *([f"{p}    const int64_t io = ioff[r], jo = joff[q];"] if split is not None else []),
               f"{p}    const {t} cv = c[r * {nr} + q];", *store,
               f"{p}  }}", f"{p}}}"]
 
