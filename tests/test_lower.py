@@ -406,7 +406,8 @@ def test_a_chunked_direct_matmul_does_not_depend_on_the_thread_count(cpu):
   """A weight gradient's chunks are added into each block's tiles in chunk order, whichever thread runs the block."""
   from tinyjx import lax
   rng = np.random.default_rng(5)
-  x, g = rng.standard_normal((128, 8, 10, 10)).astype(np.float32), rng.standard_normal((128, 16, 8, 8)).astype(np.float32)
+  x = rng.standard_normal((128, 8, 10, 10)).astype(np.float32)
+  g = rng.standard_normal((128, 16, 8, 8)).astype(np.float32)
   w = np.zeros((16, 8, 3, 3), np.float32)
   f = tinyjx.jit(lambda x, w, g: tinyjx.grad(lambda w: jnp.sum(lax.conv(x, w, (1, 1), 'VALID') * g))(w))
   outs = []

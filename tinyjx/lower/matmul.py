@@ -204,7 +204,8 @@ class MatmulEmitter:
     mr, nr, t, plan = s.plan.mr, s.plan.nr, self.type_names[s.dtype], s.plan
     tiles, outer, inner = f"tiles + (ib * NB + sb) * {mr * nr}", s.kvars[0].arg[1], s.k // s.kvars[0].arg[1]
     lines += [f"{p}for (int64_t cc = 0; cc < {plan.chunks}; cc++) {{",
-              f"{p}  const int64_t c0 = cc * {plan.chunk}, c1 = c0 + {plan.chunk} < {outer} ? c0 + {plan.chunk} : {outer};",
+              f"{p}  const int64_t c0 = cc * {plan.chunk}, "
+              f"c1 = c0 + {plan.chunk} < {outer} ? c0 + {plan.chunk} : {outer};",
               f"{p}  const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};"]
     self.direct_pack(s, lines, p + "  ", rows, True)
     self.direct_blocks(s, lines, p + "  ", rpart, [
@@ -272,7 +273,8 @@ class MatmulEmitter:
         lines.append(f"{p}}}")
       if not _unit_stride(split[1], 'j'): loops.reverse()
     (v0, n0, *_), (v1, n1, *_) = loops
-    lines += [f"{p}for (int64_t {v0} = 0; {v0} < {n0}; {v0}++) {{", f"{p}  for (int64_t {v1} = 0; {v1} < {n1}; {v1}++) {{",
+    lines += [f"{p}for (int64_t {v0} = 0; {v0} < {n0}; {v0}++) {{",
+              f"{p}  for (int64_t {v1} = 0; {v1} < {n1}; {v1}++) {{",
               f"{p}    const int64_t i = {ib} * {mr} + r;", f"{p}    const int64_t j = {jb} * {nr} + q;",
               *([f"{p}    const int64_t io = ioff[r], jo = joff[q];"] if split is not None else []),
               f"{p}    const {t} cv = c[r * {nr} + q];", *store,

@@ -109,12 +109,14 @@ def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int, di
 
   >>> from tinyjx import dtypes
   >>> plan_matmul(1024, 1024, 1024, dtypes.float32, 1024, 64)
-  MatmulPlan(mr=12, nr=32, vector_bytes=64, x_panels=False, chunked=True, chunk=256, chunks=4, split_groups=0, direct=False)
+  MatmulPlan(mr=12, nr=32, vector_bytes=64, x_panels=False, chunked=True, chunk=256, chunks=4, split_groups=0, \
+direct=False)
   """
   size, nr = dtype.itemsize, 2 * vector_bytes // dtype.itemsize
   mr = MICRO_ROWS if vector_bytes >= 64 else MICRO_ROWS_16
   if direct:
-    if -(-n // nr) * nr * k * size <= DIRECT_WHOLE: return MatmulPlan(mr, nr, vector_bytes, False, chunk=outer, direct=True)
+    if -(-n // nr) * nr * k * size <= DIRECT_WHOLE:
+      return MatmulPlan(mr, nr, vector_bytes, False, chunk=outer, direct=True)
     per, chunks = _chunks(outer, k // outer)
     return MatmulPlan(mr, nr, vector_bytes, False, True, per, chunks, direct=True)
   x_panels = m * k * size > PACK_CACHE and n * k * size <= PACK_CACHE

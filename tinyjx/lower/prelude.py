@@ -61,8 +61,8 @@ BF16 = r"""static inline float tjx_bf16(float x) {
 }
 """
 
-FLOAT_OPS = r"""/* NaN-propagating max/min as two selects, not `a > b || a != a` (GCC branches on that ||: a relu or a max pool of
-   random-signed data then mispredicts half the time, 4-8x slower) */
+FLOAT_OPS = r"""/* NaN-propagating max/min as two selects, not `a > b || a != a` (GCC branches on that ||: a relu or
+   a max pool of random-signed data then mispredicts half the time, 4-8x slower) */
 #define TJX_FLOAT_OPS(T, N, ONE) \
 static inline T tjx_max_##N(T a, T b) { T m = a > b ? a : b; return a != a ? a : m; } \
 static inline T tjx_min_##N(T a, T b) { T m = a < b ? a : b; return a != a ? a : m; } \
