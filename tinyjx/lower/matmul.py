@@ -7,8 +7,10 @@ instantiated once per plan as `tjx_mm_<dtype>_<mr>x<nr>`) against every block of
 epilogue (bias, activation, a transposed store) on each result tile. A chunked plan runs the contraction in chunks
 of its outermost variable, summing into a per-thread row of tiles; a split plan makes the chunks the parallel
 work, in a fixed number of groups added in order, so results do not depend on the thread count. Packing walks
-the kernel's own loop variables, so a view's index arithmetic stays affine. Every number is the plan's: nothing
-here decides a size.
+the kernel's own loop variables, so a view's index arithmetic stays affine. A direct plan (x a sliding window,
+a convolution's) never packs x: the micro-kernel `TJX_MICRO_DIRECT` reads it in place at roff[row] + koff[k],
+two tables of the row and contraction parts of its affine index. Every number is the plan's: nothing here decides
+a size.
 """
 from __future__ import annotations
 import math
