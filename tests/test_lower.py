@@ -348,9 +348,70 @@ def test_packing_a_padded_panel_reads_nothing_past_the_last_row(cpu):
   bias = rng.standard_normal(10).astype(np.float32)
   jaxpr = tinyjx.make_jaxpr(f)(g, z, bias, a)
   src = lower.lower(cpu, jaxpr.params, jaxpr.outs).source
-  rows = re.findall(r"const int64_t (i\d+) = bb \* \d+ \+ q;\n\s*(.*)", src)
+  rows = re.findall(r"const int64_t (i\d+|r) = bb \* \d+ \+ q;\n\s*(.*)", src)   # either packing order
   assert rows and all(nxt.startswith(f"if ({v} >= ") for v, nxt in rows), rows
   with tinyjx.Context(TINYJX_DEVICE='CPU'):
     got = np.asarray(tinyjx.jit(f)(g, z, bias, a))
   want = np.einsum('nchw,nkhw->ck', np.where(z + bias[None, :, None, None] > 0, g, 0), a)
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+def _conv_grads(x, w, padding):
+  """The convolution's value and the gradients of <conv(x, w), ct> for a fixed random ct, as one function."""
+  from tinyjx import lax
+  ct = np.random.default_rng(3).standard_normal(np.asarray(lax.conv(x, w, (1, 1), padding)).shape).astype(x.dtype)
+  def f(x, w): return jnp.sum(lax.conv(x, w, (1, 1), padding) * ct)
+  return lambda x, w: (lax.conv(x, w, (1, 1), padding), *tinyjx.grad(f, argnums=(0, 1))(x, w))
+
+@pytest.mark.parametrize('n, c, o, hw, k, padding, how', [
+  (1, 520, 1, (1, 15), (1, 9), 'VALID', '7 output positions, one output channel'),
+  (1, 20, 7, (1, 39), (1, 9), 'VALID', '31 positions, 7 channels'),
+  (1, 12, 17, (1, 41), (1, 9), 'VALID', '33 positions, 17 channels'),
+  (3, 2, 33, (1, 93), (1, 9), 'VALID', '255 positions (3 x 85), 33 channels'),
+  (1, 5, 16, (1, 265), (1, 9), 'SAME', '257 positions, padded: the padded input is a buffer'),
+  (2, 6, 5, (12, 12), (3, 3), 'SAME', 'a padded 2-D convolution'),
+  (128, 8, 16, (10, 10), (3, 3), 'VALID', 'weight gradient over a long contraction: chunked')])
+def test_convolutions_read_their_windows_in_place_and_match_the_python_device(cpu, n, c, o, hw, k, padding, how):
+  """A convolution's windows are x of a direct matmul (forward, input gradient and weight gradient): read in place
+  through offset tables, never packed; tile edges in both directions, float32 and float64, against PYTHON."""
+  rng = np.random.default_rng(n + c + o)
+  for dt, tol in ((np.float32, 2e-5), (np.float64, 1e-12)):
+    x, w = rng.standard_normal((n, c, *hw)).astype(dt), rng.standard_normal((o, c, *k)).astype(dt)
+    with tinyjx.Context(JAX_ENABLE_X64=True):
+      f = _conv_grads(x, w, padding)
+      source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(x, w)).source
+      with tinyjx.Context(TINYJX_DEVICE='CPU'): got = [np.asarray(a) for a in tinyjx.jit(f)(x, w)]
+      with tinyjx.Context(TINYJX_DEVICE='PYTHON'): want = [np.asarray(a) for a in tinyjx.jit(f)(x, w)]
+    assert 'tjx_mmd_' in source, how
+    assert ('koff + k0' in source) == ('chunked' in how), how
+    for g, v in zip(got, want):
+      np.testing.assert_allclose(g, v, rtol=tol, atol=tol * np.abs(v).max(), err_msg=f"{how} {dt.__name__}")
+
+def test_the_direct_plan_follows_the_window_and_the_cache():
+  """A plain matmul operand reads each element once (no window); a convolution's windows reuse each input element
+  once per tap and become x of a direct plan: y whole where it fits DIRECT_WHOLE, else chunked."""
+  from tinyjx.lower import optimize
+  a = sym.loop_var(0, 64)
+  kk = sym.loop_var(1, 32)
+  plain = UOp(Ops.LOAD, F32, (UOp(Ops.DEFINE_GLOBAL, F32, (), 0), sym.add(sym.mul(a, 32), kk)))
+  assert optimize.window_reuse(plain, [a], [kk]) == 1
+  p, t = sym.loop_var(2, 20), sym.loop_var(3, 5)                      # output position p, tap t: x[p + t]
+  window = UOp(Ops.LOAD, F32, (UOp(Ops.DEFINE_GLOBAL, F32, (), 1), sym.add(p, t)))
+  assert optimize.window_reuse(window, [p], [t]) == 100 / 24
+  plan = optimize.plan_matmul(102400, 32, 800, F32, 32, 32, direct=True)
+  assert (plan.direct, plan.chunked) == (True, False)
+  plan = optimize.plan_matmul(800, 32, 102400, F32, 256, 32, direct=True)
+  assert (plan.direct, plan.chunked, plan.chunk * 400) == (True, True, 400)
+
+def test_a_chunked_direct_matmul_does_not_depend_on_the_thread_count(cpu):
+  """A weight gradient's chunks are added into each block's tiles in chunk order, whichever thread runs the block."""
+  from tinyjx import lax
+  rng = np.random.default_rng(5)
+  x = rng.standard_normal((128, 8, 10, 10)).astype(np.float32)
+  g = rng.standard_normal((128, 16, 8, 8)).astype(np.float32)
+  w = np.zeros((16, 8, 3, 3), np.float32)
+  f = tinyjx.jit(lambda x, w, g: tinyjx.grad(lambda w: jnp.sum(lax.conv(x, w, (1, 1), 'VALID') * g))(w))
+  outs = []
+  for threads in (1, 2, 3):
+    with tinyjx.Context(TINYJX_THREADS=threads, TINYJX_DEVICE='CPU'): outs.append(np.asarray(f(x, w, g)))
+  assert all((o == outs[0]).all() for o in outs)
+  assert 'koff + k0' in cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(x, w, g)).source

@@ -93,6 +93,7 @@ class MatmulPlan:
   chunk: int = 0                            # values of the outermost contraction variable per chunk
   chunks: int = 1
   split_groups: int = 0                     # > 0: the chunks are the parallel work, in this many fixed groups
+  direct: bool = False                      # x (a sliding window) is read in place through offset tables, not packed
 
 @dataclass(eq=False)
 class Contraction:

@@ -7,15 +7,17 @@ instantiated once per plan as `tjx_mm_<dtype>_<mr>x<nr>`) against every block of
 epilogue (bias, activation, a transposed store) on each result tile. A chunked plan runs the contraction in chunks
 of its outermost variable, summing into a per-thread row of tiles; a split plan makes the chunks the parallel
 work, in a fixed number of groups added in order, so results do not depend on the thread count. Packing walks
-the kernel's own loop variables, so a view's index arithmetic stays affine. Every number is the plan's: nothing
-here decides a size.
+the kernel's own loop variables, so a view's index arithmetic stays affine. A direct plan (x a sliding window,
+a convolution's) never packs x: the micro-kernel `TJX_MICRO_DIRECT` reads it in place at roff[row] + koff[k],
+two tables of the row and contraction parts of its affine index. Every number is the plan's: nothing here decides
+a size.
 """
 from __future__ import annotations
 import math
 from tinyjx import dtypes
-from tinyjx.uop import UOp
+from tinyjx.uop import UOp, Ops
 from tinyjx.lower import symbolic as sym
-from tinyjx.lower.index import Matmul
+from tinyjx.lower.index import Matmul, Store
 
 def _flat(vars_: list) -> UOp:
   """The flat (row-major) index over loop variables `vars_`: affine, sum of var * stride."""
@@ -23,6 +25,23 @@ def _flat(vars_: list) -> UOp:
   for v in reversed(vars_):
     out, stride = sym.add(out, sym.mul(v, stride)), stride * v.arg[1]
   return out
+
+_IO, _JO = sym.special('io', 1 << 62), sym.special('jo', 1 << 62)   # a tile store's row and column parts of the index
+
+def _split_index(idx: UOp) -> tuple[UOp, UOp] | None:
+  """A tile store's index as (row part, column part): terms in the template variable i (and batch loops) and terms
+  in j; None where some term needs both."""
+  terms, const = sym.linear(idx)
+  parts = [sym.const(const), sym.const(0)]
+  for atom, c in terms.items():
+    names = {v.arg[0] for v in sym.loop_vars(atom) if v.op is Ops.SPECIAL}
+    if names >= {'i', 'j'}: return None
+    parts['j' in names] = sym.add(parts['j' in names], sym.mul(atom, c))
+  return parts[0], parts[1]
+
+def _unit_stride(part: UOp, name: str) -> bool:
+  """`part` (a column part of a store's index) moves by one element when template variable `name` does."""
+  return any(a.op is Ops.SPECIAL and a.arg[0] == name and c == 1 for a, c in sym.linear(part)[0].items())
 
 class MatmulEmitter:
   """Mixed into the C renderer: `matmul(stmt, lines, pad)` and its parts. Uses the renderer's `expr`, `name`,
@@ -82,6 +101,7 @@ class MatmulEmitter:
     blocks, right before the micro-kernel runs that panel against every block of the first (the panel stays
     in cache, and no buffer the size of the big operand is ever written). A chunked contraction accumulates in
     a per-thread row of tiles until the last chunk. Every decision is the plan's."""
+    if s.plan.direct: return self.matmul_direct(s, lines, pad)
     plan, t = s.plan, self.type_names[s.dtype]
     mr, nr, micro = plan.mr, plan.nr, self.micro_kernel(s)
     panels_of_x, chunked = plan.x_panels, plan.chunked
@@ -94,7 +114,6 @@ class MatmulEmitter:
     tile = f"cl + sb * {mr * nr}" if chunked else "c"
     wptr = f"{wbuf} + sb * {wblk} * K" + (f" + k0 * {wblk}" if chunked else "")
     a_ptr, b_ptr = ("panel", wptr) if panels_of_x else (wptr, "panel")
-    store = self.scoped(lambda out: self.stmt(s.store, out, len(p3) // 2 + 2), p3 + "    ")
     lines += [f"{pad}{{",
               f"{pad}  const int64_t M = {s.m}, N = {s.n}, K = {s.k};",
               f"{pad}  const int64_t NB = (N + {nr - 1}) / {nr}, MB = (M + {mr - 1}) / {mr};",
@@ -110,7 +129,7 @@ class MatmulEmitter:
               f"{pad}  {t}* panel = tjx_alloc({pblk} * {plan.chunk * inner} * sizeof({t}));"]
     chunk = (outer, plan.chunk, inner)
     if plan.split_groups:
-      self.split_k(s, lines, pad, part, a_ptr, b_ptr, t, chunk, store, ib, jb)
+      self.split_k(s, lines, pad, part, a_ptr, b_ptr, t, chunk, ib, jb)
       return
     if chunked: lines.append(f"{pad}  {t}* cl = tjx_alloc({other} * {mr * nr} * sizeof({t}));")
     lines += ["#pragma omp for schedule(static)",
@@ -127,10 +146,106 @@ class MatmulEmitter:
     if chunked: lines.append(f"{p3}const {t}* c = {tile};")
     else: lines += [f"{p3}{t} c[{mr * nr}] __attribute__((aligned(64)));",
                     f"{p3}{micro}(K, {a_ptr}, {b_ptr}, c, 0);"]
-    self.tile_store(s, lines, p3, ib, jb, t, store)
+    self.tile_store(s, lines, p3, ib, jb, t)
     lines += [f"{p2}}}", f"{pad}  }}", f"{pad}  free(panel);"]
     if chunked: lines.append(f"{pad}  free(cl);")
     lines += [f"{pad}  }}", f"{pad}  free({wbuf});", f"{pad}}}"]
+
+  def matmul_direct(self, s: Matmul, lines: list, pad: str) -> None:
+    """x is one load at an index affine in the loop variables (a convolution's windows), read in place: its address
+    is roff[r] + koff[k], row part and contraction part, two small tables; only y is packed. Unchunked, y is packed
+    whole and each block of x runs the whole contraction against every panel of it; chunked, the chunks are
+    outermost: each chunk of y is packed (in parallel over its panels), then each block of x adds the chunk into
+    its row of result tiles (in chunk order: results do not depend on the thread count)."""
+    plan, t = s.plan, self.type_names[s.dtype]
+    mr, nr = plan.mr, plan.nr
+    p2 = pad + "    "
+    terms, const = sym.linear(s.x.src[1])
+    kpart, rpart = sym.const(0), sym.const(const)
+    for v, c in terms.items():
+      if v in s.kvars: kpart = sym.add(kpart, sym.mul(v, c))
+      else: rpart = sym.add(rpart, sym.mul(v, c))
+    rows = plan.chunk * (s.k // s.kvars[0].arg[1])            # contraction rows of y packed at a time
+    lines += [f"{pad}{{",
+              f"{pad}  const int64_t M = {s.m}, N = {s.n}, K = {s.k};",
+              f"{pad}  const int64_t NB = (N + {nr - 1}) / {nr}, MB = (M + {mr - 1}) / {mr};",
+              f"{pad}  {t}* pb = tjx_alloc(NB * {nr * rows} * sizeof({t}));",
+              f"{pad}  int64_t* koff = tjx_alloc(K * sizeof(int64_t));",
+              *([f"{pad}  {t}* tiles = tjx_alloc(MB * NB * {mr * nr} * sizeof({t}));"] if plan.chunked else [])]
+    self.loop_nest(s.kvars, lines, pad + "  ", lambda p: lines.append(
+      f"{p}koff[{self.expr(_flat(s.kvars))}] = {self.expr(kpart)};"))
+    lines += [f"#pragma omp parallel if({int(s.parallel)})", f"{pad}  {{"]
+    (self.direct_chunks if plan.chunked else self.direct_whole)(s, lines, pad + "  ", rpart, rows)
+    lines += [f"{pad}  }}", f"{pad}  free(pb);", f"{pad}  free(koff);",
+              *([f"{pad}  free(tiles);"] if plan.chunked else []), f"{pad}}}"]
+
+  def direct_pack(self, s: Matmul, lines: list, p: str, rows: int, chunk: bool) -> None:
+    """Every panel of y (or of the current chunk of y) packed at pb, in parallel over the panels."""
+    lines += ["#pragma omp for schedule(static)", f"{p}for (int64_t bb = 0; bb < NB; bb++) {{",
+              f"{p}  {self.type_names[s.dtype]}* dst = pb + bb * {s.plan.nr * rows};"]
+    self.pack_panel(s, 'b', lines, p + "  ", chunk=chunk)
+    lines.append(f"{p}}}")
+
+  def direct_blocks(self, s: Matmul, lines: list, p: str, rpart: UOp, body: list) -> None:
+    """The parallel loop over blocks ib of x, each with its row offsets, around `body`."""
+    lines += ["#pragma omp for schedule(static)", f"{p}for (int64_t ib = 0; ib < MB; ib++) {{"]
+    self.row_offsets(s, rpart, lines, p + "  ")
+    lines += [f"{p}  {b}" for b in body] + [f"{p}}}"]
+
+  def direct_whole(self, s: Matmul, lines: list, p: str, rpart: UOp, rows: int) -> None:
+    """y packed whole; each block of x, against every panel, over the whole contraction, then the tile's store."""
+    mr, nr, t = s.plan.mr, s.plan.nr, self.type_names[s.dtype]
+    self.direct_pack(s, lines, p, rows, False)
+    tile = [f"  {t} c[{mr * nr}] __attribute__((aligned(64)));",
+            f"  {self.micro_kernel(s)}(K, b{s.x.src[0].arg}, roff, koff, pb + sb * {nr} * K, c, 0);"]
+    store = self.scoped(lambda out: self.tile_store(s, out, "  ", "ib", "sb", t), p)
+    self.direct_blocks(s, lines, p, rpart, ["for (int64_t sb = 0; sb < NB; sb++) {", *tile, *store, "}"])
+
+  def direct_chunks(self, s: Matmul, lines: list, p: str, rpart: UOp, rows: int) -> None:
+    """Chunks outermost: pack the chunk of y, add it into every block's row of tiles; then the tiles' stores."""
+    mr, nr, t, plan = s.plan.mr, s.plan.nr, self.type_names[s.dtype], s.plan
+    tiles, outer, inner = f"tiles + (ib * NB + sb) * {mr * nr}", s.kvars[0].arg[1], s.k // s.kvars[0].arg[1]
+    lines += [f"{p}for (int64_t cc = 0; cc < {plan.chunks}; cc++) {{",
+              f"{p}  const int64_t c0 = cc * {plan.chunk}, "
+              f"c1 = c0 + {plan.chunk} < {outer} ? c0 + {plan.chunk} : {outer};",
+              f"{p}  const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};"]
+    self.direct_pack(s, lines, p + "  ", rows, True)
+    self.direct_blocks(s, lines, p + "  ", rpart, [
+      "for (int64_t sb = 0; sb < NB; sb++)",
+      f"  {self.micro_kernel(s)}(kn, b{s.x.src[0].arg}, roff, koff + k0, pb + sb * {nr * rows}, {tiles}, cc > 0);"])
+    lines += [f"{p}}}", "#pragma omp for schedule(static)",
+              f"{p}for (int64_t ib = 0; ib < MB; ib++) for (int64_t sb = 0; sb < NB; sb++) {{",
+              f"{p}  const {t}* c = {tiles};"]
+    self.tile_store(s, lines, p + "  ", "ib", "sb", t)
+    lines.append(f"{p}}}")
+
+  def row_offsets(self, s: Matmul, rpart: UOp, lines: list, p: str) -> None:
+    """`roff`: the row part of x's address for each row of block ib (a padding row past the last one reads the last
+    row; its results are never stored)."""
+    sizes = [v.arg[1] for v in s.ivars]
+    lines += [f"{p}int64_t roff[{s.plan.mr}];", f"{p}for (int64_t q = 0; q < {s.plan.mr}; q++) {{",
+              f"{p}  const int64_t r = ib * {s.plan.mr} + q < M ? ib * {s.plan.mr} + q : M - 1;"]
+    for d, v in enumerate(s.ivars):
+      stride, part = math.prod(sizes[d + 1:]), "r"
+      if stride > 1: part = f"(r / {stride})"
+      if d > 0: part = f"({part} % {sizes[d]})"
+      lines.append(f"{p}  const int64_t {self.name(v)} = {part};")
+    self.push_scope(lines, p + "  ", set(s.ivars))
+    lines.append(f"{p}  roff[q] = {self.expr(rpart)};")
+    self.scopes.pop()
+    lines.append(f"{p}}}")
+
+  def loop_nest(self, vars_: list, lines: list, p: str, body) -> None:
+    """C loops over `vars_` (outermost first) around `body(pad)`, each loop a scope of its own."""
+    for v in vars_:
+      lines.append(f"{p}for (int64_t {self.name(v)} = 0; {self.name(v)} < {v.arg[1]}; {self.name(v)}++) {{")
+      p += "  "
+      self.push_scope(lines, p, {v})
+    body(p)
+    for _ in vars_:
+      self.scopes.pop()
+      p = p[:-2]
+      lines.append(f"{p}}}")
 
   def chunk_panel(self, s: Matmul, part: str, lines: list, p: str, chunk: tuple) -> None:
     """Inside a loop over chunk `cc`: its bounds (outer contraction variable in [c0, c1), k from k0, kn rows)
@@ -140,19 +255,34 @@ class MatmulEmitter:
               f"{p}const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};"]
     self.pack_panel(s, part, lines, p, chunk=True)
 
-  def tile_store(self, s: Matmul, lines: list, p: str, ib: str, jb: str, t: str, store: list) -> None:
-    """The epilogue of one result tile `c` (block ib of rows, jb of columns): `store` for each element in range."""
+  def tile_store(self, s: Matmul, lines: list, p: str, ib: str, jb: str, t: str) -> None:
+    """The epilogue of one result tile `c` (block ib of rows, jb of columns): the store for each element in range.
+    Where the store's index is a row part plus a column part (`_split_index`), both parts of the tile are tables
+    (no index division per element), and the tile is stored column by column unless the output is contiguous
+    along its columns (a convolution's output is contiguous along positions, the rows of a direct matmul)."""
     mr, nr = s.plan.mr, s.plan.nr
+    split = _split_index(s.store.idx)
+    st = s.store if split is None else Store(s.store.buf, sym.add(_IO, _JO), s.store.value, s.store.valid)
+    store = self.scoped(lambda out: self.stmt(st, out, len(p) // 2 + 3), p + "    ")
     lines += [f"{p}const int64_t rows = M - {ib} * {mr} < {mr} ? M - {ib} * {mr} : {mr};",
-              f"{p}const int64_t cols = N - {jb} * {nr} < {nr} ? N - {jb} * {nr} : {nr};",
-              f"{p}for (int64_t r = 0; r < rows; r++) {{",
-              f"{p}  const int64_t i = {ib} * {mr} + r;",
-              f"{p}  for (int64_t q = 0; q < cols; q++) {{",
-              f"{p}    const int64_t j = {jb} * {nr} + q;",
+              f"{p}const int64_t cols = N - {jb} * {nr} < {nr} ? N - {jb} * {nr} : {nr};"]
+    loops = [("r", "rows", "i", ib, mr), ("q", "cols", "j", jb, nr)]
+    if split is not None:
+      for (v, n, name, blk, size), part in zip(loops, split):
+        lines += [f"{p}int64_t {name}off[{size}];", f"{p}for (int64_t {v} = 0; {v} < {n}; {v}++) {{",
+                  f"{p}  const int64_t {name} = {blk} * {size} + {v};"]
+        lines += self.scoped(lambda out: out.append(f"{p}  {name}off[{v}] = {self.expr(part)};"), p + "  ")
+        lines.append(f"{p}}}")
+      if not _unit_stride(split[1], 'j'): loops.reverse()
+    (v0, n0, *_), (v1, n1, *_) = loops
+    lines += [f"{p}for (int64_t {v0} = 0; {v0} < {n0}; {v0}++) {{",
+              f"{p}  for (int64_t {v1} = 0; {v1} < {n1}; {v1}++) {{",
+              f"{p}    const int64_t i = {ib} * {mr} + r;", f"{p}    const int64_t j = {jb} * {nr} + q;",
+              *([f"{p}    const int64_t io = ioff[r], jo = joff[q];"] if split is not None else []),
               f"{p}    const {t} cv = c[r * {nr} + q];", *store,
               f"{p}  }}", f"{p}}}"]
 
-  def split_k(self, s: Matmul, lines, pad, part, a_ptr, b_ptr, t, chunk, store, ib, jb) -> None:
+  def split_k(self, s: Matmul, lines, pad, part, a_ptr, b_ptr, t, chunk, ib, jb) -> None:
     """The split-contraction matmul: the plan's fixed groups of chunks run in parallel, each into its own row of
     tiles; the groups are then added in order, so the result does not depend on the thread count."""
     p2, plan, micro = pad + "    ", s.plan, self.micro_kernel(s)
@@ -177,7 +307,7 @@ class MatmulEmitter:
               f"{p2}memcpy(c, parts + bs * {tile_size}, sizeof c);",
               f"{p2}for (int64_t g = 1; g < {g}; g++) for (int64_t z = 0; z < {tile_size}; z++) "
               f"c[z] += parts[(g * {nblocks} * {other} + bs) * {tile_size} + z];"]
-    self.tile_store(s, lines, p2, ib, jb, t, store)
+    self.tile_store(s, lines, p2, ib, jb, t)
     lines += [f"{pad}  }}", f"{pad}  free(panel);", f"{pad}  }}", f"{pad}  free(parts);"]
     lines.append(f"{pad}  free({'pb' if part == 'a' else 'pa'});")
     lines.append(f"{pad}}}")
@@ -186,7 +316,7 @@ class MatmulEmitter:
     """The name of the plan's micro-kernel; its instantiation is recorded in `self.micro` for `render`."""
     plan, sfx = s.plan, 'f64' if s.dtype is dtypes.float64 else 'f32'
     t, vec = self.type_names[s.dtype], f"tjx_v{sfx}_{plan.vector_bytes}"
-    name = f"{sfx}_{plan.mr}x{plan.nr}"
+    name, kind = f"{sfx}_{plan.mr}x{plan.nr}", "TJX_MICRO_DIRECT" if plan.direct else "TJX_MICRO"
     self.micro.setdefault(vec, f"typedef {t} {vec} __attribute__((vector_size({plan.vector_bytes})));")
-    self.micro.setdefault(name, f"TJX_MICRO({t}, {vec}, {name}, {plan.mr}, {plan.nr})")
-    return f"tjx_mm_{name}"
+    self.micro.setdefault(f"{kind} {name}", f"{kind}({t}, {vec}, {name}, {plan.mr}, {plan.nr})")
+    return f"tjx_mm{'d' if plan.direct else ''}_{name}"

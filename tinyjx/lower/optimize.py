@@ -39,6 +39,9 @@ MICRO_ROWS_16 = 6                # with 16 vector registers (AVX2): 2 x 6 accumu
 PACK_CACHE = 1 << 19             # bytes of a packed operand that stay in cache while the other side streams past
 KC_TARGET = 256                  # contraction rows per chunk of a long contraction
 SPLIT_GROUPS = 16                # groups of chunks of a split contraction (fixed: results never depend on threads)
+WINDOW_REUSE = 4                 # an operand that reads each element this many times is a sliding window (im2col)
+DIRECT_WHOLE = 1 << 18           # bytes of packed y a direct matmul keeps in L2 (whole, or one chunk of every panel)
+DIRECT_TILES = 1 << 20           # bytes of result tiles a chunked direct matmul keeps between its chunks
 
 NOT_ARITHMETIC = {Ops.CONST, Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_ACC, Ops.DEFINE_GLOBAL, Ops.LOAD, Ops.INDEX}
 
@@ -87,11 +90,12 @@ def _flat_vars(vars_: list, name: str) -> tuple[UOp, dict]:
 def _rewrite(u: UOp, mapping: dict) -> UOp: return sym.resimplify(substitute([u], mapping)[0])
 
 def _contiguous_along(u: UOp, along: UOp, other: UOp) -> bool:
-  """The loads of `u` walk memory in order along variable `along`, but not along `other`."""
-  loads = [sym.linear(n.src[1])[0] for n in toposort([u]) if n.op is Ops.LOAD]
+  """The loads of `u` that move with variable `along` walk memory in order along it, but not along `other` (a load
+  that does not move with it, a bias of a fused relu gradient, reads one element for the whole walk)."""
+  loads = [sym.linear(n.src[1])[0] for n in toposort([u]) if n.op is Ops.LOAD and along in sym.loop_vars(n.src[1])]
   return bool(loads) and all(t.get(along) == 1 and t.get(other) != 1 for t in loads)
 
-def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int) -> MatmulPlan:
+def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int, direct: bool = False) -> MatmulPlan:
   """The tiling of an (m x k) @ (k x n) contraction whose outermost contraction variable has `outer` values.
 
   Tiles are MICRO_ROWS x (two vectors). x is packed whole unless it is big and y fits in cache (then y is whole
@@ -99,21 +103,55 @@ def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int) ->
   about KC_TARGET rows, so the whole side's rows of one chunk stay in cache while every panel passes. With few
   panels but many chunks (a weight gradient) the chunks themselves are the parallel work, in SPLIT_GROUPS groups.
 
+  A `direct` plan (x a sliding window that `direct_fits`) reads x in place and packs only y: whole where it is
+  small enough for L2, and every block of x runs the whole contraction; otherwise the contraction runs in chunks
+  (as above), outermost: each chunk of y is packed, then every block of x adds it into its row of result tiles.
+
   >>> from tinyjx import dtypes
   >>> plan_matmul(1024, 1024, 1024, dtypes.float32, 1024, 64)
-  MatmulPlan(mr=12, nr=32, vector_bytes=64, x_panels=False, chunked=True, chunk=256, chunks=4, split_groups=0)
+  MatmulPlan(mr=12, nr=32, vector_bytes=64, x_panels=False, chunked=True, chunk=256, chunks=4, split_groups=0, \
+direct=False)
   """
   size, nr = dtype.itemsize, 2 * vector_bytes // dtype.itemsize
   mr = MICRO_ROWS if vector_bytes >= 64 else MICRO_ROWS_16
+  if direct:
+    if -(-n // nr) * nr * k * size <= DIRECT_WHOLE:
+      return MatmulPlan(mr, nr, vector_bytes, False, chunk=outer, direct=True)
+    per, chunks = _chunks(outer, k // outer)
+    return MatmulPlan(mr, nr, vector_bytes, False, True, per, chunks, direct=True)
   x_panels = m * k * size > PACK_CACHE and n * k * size <= PACK_CACHE
   whole_rows, panel_rows, inner = (n, m, k // outer) if x_panels else (m, n, k // outer)
   chunked = k > 2 * KC_TARGET and outer > 1 and (whole_rows + 16) * 32 * size <= PACK_CACHE
   if not chunked: return MatmulPlan(mr, nr, vector_bytes, x_panels, chunk=outer)
-  per = max(1, KC_TARGET // inner)
-  per = -(-outer // -(-outer // per))          # the same number of chunks, of even sizes
-  chunks = -(-outer // per)
+  per, chunks = _chunks(outer, inner)
   split = -(-panel_rows // 32) < 4 and chunks >= 4 * SPLIT_GROUPS
   return MatmulPlan(mr, nr, vector_bytes, x_panels, True, per, chunks, SPLIT_GROUPS if split else 0)
+
+def window_reuse(u: UOp, own: list, kvars: list) -> float:
+  """How many times operand `u` reads each element it reads, where it is one unmasked load at an index affine in
+  loop variables (else 0): the trips of its own row and contraction variables over the span of its addresses. A
+  convolution's windows read each input element about once per kernel tap; a plain matmul operand, once."""
+  if u.op is not Ops.LOAD or len(u.src) != 2: return 0
+  terms, _ = sym.linear(u.src[1])
+  if not all(v.op is Ops.RANGE for v in terms): return 0
+  vs = [*own, *kvars]
+  return math.prod(v.arg[1] for v in vs) / (1 + sum(abs(c) * (v.arg[1] - 1) for v, c in terms.items() if v in vs))
+
+def _chunks(outer: int, inner: int) -> tuple[int, int]:
+  """(values of the outermost contraction variable per chunk, chunks): chunks of about KC_TARGET contraction rows
+  (`inner` rows per value), of even sizes."""
+  per = max(1, KC_TARGET // inner)
+  per = -(-outer // -(-outer // per))          # the same number of chunks, of even sizes
+  return per, -(-outer // per)
+
+def direct_fits(m: int, n: int, k: int, outer: int, dtype, vector_bytes: int) -> bool:
+  """A direct matmul of this shape keeps its packed y in L2: whole, or (chunked, each chunk packed in turn) one
+  chunk of every panel while its result tiles fit DIRECT_TILES."""
+  size, nr, mr = dtype.itemsize, 2 * vector_bytes // dtype.itemsize, MICRO_ROWS if vector_bytes >= 64 else MICRO_ROWS_16
+  cols = -(-n // nr) * nr
+  if cols * k * size <= DIRECT_WHOLE: return True
+  rows = _chunks(outer, k // outer)[0] * (k // outer)
+  return cols * rows * size <= DIRECT_WHOLE and -(-m // mr) * mr * cols * size <= DIRECT_TILES
 
 def is_matmul(k: Kernel) -> bool:
   """The kernel is batch loops around one `Matmul` (as_matmul made it): the other loop rewrites leave it alone."""
@@ -150,8 +188,10 @@ def _matmul_nest(k: Kernel, vector_bytes: int):
   iv = [v for v in outer if v in vx and v not in vy]
   jv = [v for v in outer if v in vy and v not in vx]
   if not iv or not jv: return None
-  if outer[-1] in iv: (x, y), (iv, jv) = (y, x), (jv, iv)    # the contiguous output axis runs along the vector tile
   kv = [l.var for l in red]
+  direct, swap = _orientation(x, y, iv, jv, kv, acc.dtype, vector_bytes)
+  if not direct: swap = outer[-1] in iv                     # the contiguous output axis runs along the vector tile
+  if swap: (x, y), (iv, jv) = (y, x), (jv, iv)
   (si, mi), (sj, mj), kn = _flat_vars(iv, 'i'), _flat_vars(jv, 'j'), math.prod(l.size for l in red)
   if si.arg[1] * sj.arg[1] * kn < MATMUL_MIN_WORK or kn < MATMUL_MIN_K: return None
   cv = UOp(Ops.SPECIAL, acc.dtype, (), ('cv', 0))
@@ -160,13 +200,24 @@ def _matmul_nest(k: Kernel, vector_bytes: int):
   mm = Matmul(si.arg[1], sj.arg[1], kn, x, y, new_store, acc.dtype,
               x_k_inner=_contiguous_along(x, kv[-1], iv[-1]), y_k_inner=_contiguous_along(y, kv[-1], jv[-1]),
               ivars=iv, jvars=jv, kvars=kv,
-              plan=plan_matmul(si.arg[1], sj.arg[1], kn, acc.dtype, red[0].size, vector_bytes))
+              plan=plan_matmul(si.arg[1], sj.arg[1], kn, acc.dtype, red[0].size, vector_bytes, direct))
   batch = [Loop(l.var) for l in loops if l.var not in iv and l.var not in jv]
   stmts: list = [mm]
   for b in reversed(batch): stmts = [Loop(b.var, stmts)]
   if batch and mm.work < PARALLEL_WORK * 16 and math.prod(b.size for b in batch) > 1:
     mm.parallel, stmts[0].parallel = False, True       # many small matmuls: one per thread
   return stmts
+
+def _orientation(x: UOp, y: UOp, iv: list, jv: list, kv: list, dtype, vector_bytes: int) -> tuple[bool, bool]:
+  """(direct, swap): whether the operand that is more of a sliding window (WINDOW_REUSE) is read in place as x
+  (`direct_fits` its shape), and whether that operand is y now."""
+  rx, ry = window_reuse(x, iv, kv), window_reuse(y, jv, kv)
+  if max(rx, ry) < WINDOW_REUSE: return False, False
+  swap = ry > rx
+  (rows, cols), window = ((jv, iv), y) if swap else ((iv, jv), x)
+  if window.dtype is not dtype: return False, False
+  m, n, k = (math.prod(v.arg[1] for v in vs) for vs in (rows, cols, kv))
+  return direct_fits(m, n, k, kv[0].arg[1], dtype, vector_bytes), swap
 
 def _max_var(stmts: list) -> int:
   out = -1

@@ -61,9 +61,11 @@ BF16 = r"""static inline float tjx_bf16(float x) {
 }
 """
 
-FLOAT_OPS = r"""#define TJX_FLOAT_OPS(T, N, ONE) \
-static inline T tjx_max_##N(T a, T b) { return (a > b || a != a) ? a : b; } \
-static inline T tjx_min_##N(T a, T b) { return (a < b || a != a) ? a : b; } \
+FLOAT_OPS = r"""/* NaN-propagating max/min as two selects, not `a > b || a != a` (GCC branches on that ||: a relu or
+   a max pool of random-signed data then mispredicts half the time, 4-8x slower) */
+#define TJX_FLOAT_OPS(T, N, ONE) \
+static inline T tjx_max_##N(T a, T b) { T m = a > b ? a : b; return a != a ? a : m; } \
+static inline T tjx_min_##N(T a, T b) { T m = a < b ? a : b; return a != a ? a : m; } \
 static inline T tjx_sign_##N(T x) { return x > 0 ? ONE : (x < 0 ? -ONE : (x == 0 ? (T)0 : x)); }
 TJX_FLOAT_OPS(float, f32, 1.0f)
 TJX_FLOAT_OPS(double, f64, 1.0)
@@ -213,6 +215,26 @@ TJX_CONTRACT_FN TJX_MICRO_TARGET static void tjx_mm_##N(int64_t K, const T* rest
     memcpy(&b0, b + k * NR, sizeof(V)); memcpy(&b1, b + k * NR + NR / 2, sizeof(V)); \
     for (int r = 0; r < MR; r++) { \
       V av = a[k * MR + r] - (V){0}; /* a broadcast: x - 0 is x exactly, so it folds (x + 0 turns -0 to +0) */ \
+      acc[r][0] += av * b0; acc[r][1] += av * b1; } } \
+  memcpy(c, acc, sizeof acc); }
+/* The same tile with x read in place (a direct matmul: x is a sliding window, never packed): row r of the block at
+   k is a[roff[r] + koff[k]]. */
+#define TJX_MICRO_DIRECT(T, V, N, MR, NR) \
+TJX_CONTRACT_FN TJX_MICRO_TARGET static void tjx_mmd_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, \
+                                                        const int64_t* restrict koff, const T* restrict b, \
+                                                        T* restrict c, int more) { \
+  TJX_CONTRACT_BODY \
+  V acc[MR][2]; \
+  const T* row[MR]; \
+  for (int r = 0; r < MR; r++) row[r] = a + roff[r]; \
+  if (more) memcpy(acc, c, sizeof acc); \
+  else for (int r = 0; r < MR; r++) { acc[r][0] = (V){0}; acc[r][1] = (V){0}; } \
+  TJX_UNROLL4 for (int64_t k = 0; k < K; k++) { \
+    const int64_t o = koff[k]; \
+    V b0, b1; \
+    memcpy(&b0, b + k * NR, sizeof(V)); memcpy(&b1, b + k * NR + NR / 2, sizeof(V)); \
+    for (int r = 0; r < MR; r++) { \
+      V av = row[r][o] - (V){0}; \
       acc[r][0] += av * b0; acc[r][1] += av * b1; } } \
   memcpy(c, acc, sizeof acc); }
 """

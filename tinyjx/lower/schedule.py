@@ -9,9 +9,12 @@ elementwise consumers as an accumulator (index.py decides where that is legal). 
 - runtime steps (multi-output control flow, collectives, debug callbacks: ops in `STEP_OPS`) with their inputs and the
   GETITEM nodes that name their outputs;
 - a reduction read by more than one kernel (computed once instead of once per reader);
-- an elementwise node with transcendental work read by several kernels through different views;
+- an elementwise node with transcendental work read by several kernels through different views, and the gradient of
+  a max (a max pool's) read by several kernels;
 - the operand of a contraction read through a view that repeats its elements (a convolution's sliding
-  windows): packing the operand evaluates every repeat, so what the view reads is computed once instead;
+  windows): packing the operand evaluates every repeat, so what the view reads is computed once instead; where
+  the view pads (a padded convolution, an input gradient), the padded array too, so the windows read a plain
+  buffer without masks (a CPU matmul then reads them in place, optimize.window_reuse);
 - a contraction (a matmul's sum of products) read by another reduction: fused into it, it would not be tiled;
 - anything the kernel builder reported it cannot compute in place (`forced`, from `index.NeedsBuffer`).
 
@@ -82,9 +85,13 @@ def _repeated_operands(n: UOp) -> list:
   out = []
   for v in prod.src:
     while v.op is Ops.EXPAND: v = v.src[0]
-    base = v
-    while base.op in GroupOp.Movement: base = base.src[0]
-    if base.op not in INPUT_OPS and base.op is not Ops.CONST and v.size >= 2 * base.size: out.append(base)
+    base, padded = v, None
+    while base.op in GroupOp.Movement:
+      if base.op is Ops.PAD and padded is None: padded = base
+      base = base.src[0]
+    if base.op is Ops.CONST or v.size < 2 * base.size: continue
+    if padded is not None: out.append(padded)
+    if base.op not in INPUT_OPS: out.append(base)
   return out
 
 def _is_contraction(n: UOp) -> bool:
@@ -107,9 +114,24 @@ def _contractions_below(n: UOp) -> list:
   return out
 
 def _worth_buffer(n: UOp, users: dict) -> bool:
-  """A reduction read by several kernels, or transcendental work read by several kernels through several ops."""
+  """A reduction read by several kernels, transcendental work read by several kernels through several ops, or the
+  gradient of a max (or min) read by several kernels."""
   if n.op is Ops.REDUCE: return True
+  if _selects_extremum(n): return n.size >= 1024
   return n.op in GroupOp.Transcendental and n.size >= 1024 and len(users.get(n, ())) > 1
+
+def _under_views(n: UOp) -> UOp:
+  while n.op is Ops.CAST or n.op in GroupOp.Movement: n = n.src[0]
+  return n
+
+def _selects_extremum(n: UOp) -> bool:
+  """n is a product with a max's (or min's) selection mask, `x == broadcast(max(x))`: a max pool's gradient. Each
+  reader would redo the comparison through the pool window's index arithmetic (divisions, no vectors), and a
+  batch norm's backward reads it several times; a buffer computes it once."""
+  if n.op is not Ops.MUL: return False
+  masks = [m for m in map(_under_views, n.src) if m.op is Ops.CMPEQ]
+  return any(_under_views(t).op is Ops.REDUCE and _under_views(t).arg[0] in (Ops.MAX, Ops.MIN)
+             for m in masks for t in m.src)
 
 MAX_OUTPUTS = 8   # outputs one elementwise kernel may write
 

@@ -119,6 +119,16 @@ def _nonneg_atoms(terms: dict) -> bool:
   and `%` are then floor division, and `(a*(d+1) + b) % d` may become `(a + b) % d`)."""
   return all(bounds(a)[0] >= 0 for a in terms)
 
+def _small_part(terms: dict, c: int, d: int) -> tuple[UOp, UOp, int] | None:
+  """A non-negative x = g * q + s (terms, constant c) with g > 1 dividing d and 0 <= s < g: (q, s, g), else None.
+  Then x / d is q / (d / g) and x % d is g * (q % (d / g)) + s: `(i*20 + j) / 40` with j < 20 is `i / 2`, so a
+  row-major index split by a reshape and merged back folds to the plain index."""
+  for g in sorted({math.gcd(d, v) for v in terms.values()} - {1}, reverse=True):
+    small = from_linear({a: v for a, v in terms.items() if v % g}, c % g)
+    lo, hi = bounds(small)
+    if lo >= 0 and hi < g: return from_linear({a: v // g for a, v in terms.items() if v % g == 0}, c // g), small, g
+  return None
+
 # --- constructors ---
 def add(*xs: UOp) -> UOp:
   terms, c = {}, 0
@@ -141,6 +151,7 @@ def floordiv(x: UOp, d: int) -> UOp:
   terms, c = linear(x)
   g = math.gcd(d, c, *terms.values())
   if g > 1: return floordiv(from_linear({a: v // g for a, v in terms.items()}, c // g), d // g)
+  if (parts := _small_part(terms, c, d)) is not None: return floordiv(parts[0], d // parts[2])
   split = _nonneg_atoms(terms)   # then every coefficient splits into a multiple of d and a remainder
   whole = {a: v // d for a, v in terms.items() if split or v % d == 0}
   rest = from_linear({a: v % d if split else v for a, v in terms.items() if v % d}, c % d)
@@ -159,6 +170,7 @@ def mod(x: UOp, d: int) -> UOp:
   if lo >= 0 and hi < d: return x
   if lo < 0: return UOp(Ops.REM, IDX, (x, const(d)))
   terms, c = linear(x)
+  if (parts := _small_part(terms, c, d)) is not None: return add(mul(mod(parts[0], d // parts[2]), parts[2]), parts[1])
   split = _nonneg_atoms(terms)
   rest = from_linear({a: v % d if split else v for a, v in terms.items() if v % d}, c % d)
   rlo, rhi = bounds(rest)
