@@ -242,7 +242,8 @@ def _planned(kernel, vector_bytes: int):
 @pytest.mark.parametrize('vector_bytes', [32, 64])
 def test_the_matmul_plan_is_chosen_in_optimize_and_carried_on_the_statement(vector_bytes):
   """Tiles follow the device's vector width (two vectors of columns; 12 rows with 32 vector registers, 6 with 16, so
-  the accumulators, two loads of y and a broadcast of x stay in registers); which side is whole, the chunks and the split follow the shape and do not depend on the width."""
+  the accumulators, two loads of y and a broadcast of x stay in registers); which side is whole, the chunks and
+  the split follow the shape and do not depend on the width."""
   F64 = dtypes.float64
   cases = [((96, 130, (70,), F32), dict(x_panels=False, chunked=False, chunk=70, chunks=1, split_groups=0)),
            ((3000, 20, (300,), F32), dict(x_panels=True, chunked=False, chunk=300, chunks=1, split_groups=0)),
@@ -264,7 +265,10 @@ def test_matmul_plans_of_both_vector_widths_compile_into_one_unit_and_match_nump
   tiles); every path (whole x, x in panels, chunks, a split contraction) gives numpy's result at both widths."""
   from tinyjx.lower.render import CRenderer
   F64 = dtypes.float64
-  shapes = [(13, 1000, (9,), F32), (3000, 20, (300,), F32), (200, 150, (1500,), F32), (40, 20, (30000,), F64)]
+  # the chunked ones run groups of panels: 19 or 10 panels of y (a group of 2 with a last group of 1, or groups of
+  # 1), 117 panels of x (groups of 8, the last of 5), and tiles that divide the output (no padding guard at all)
+  shapes = [(13, 1000, (9,), F32), (3000, 20, (300,), F32), (200, 150, (1500,), F32), (40, 20, (30000,), F64),
+            (40, 300, (600,), F32), (700, 50, (1100,), F64), (48, 256, (520,), F32)]
   kernels, cases = [], []
   for vb in (32, 64):
     for m, n, ks, dt in shapes:

@@ -70,8 +70,10 @@ class MatmulEmitter:
         lines.append(f"{p}}}")
     if k_inner or len(rows) > 1:
       sizes = [v.arg[1] for v in rows]
-      lines += [f"{pad}for (int64_t q = 0; q < {blk}; q++) {{", f"{pad}  const int64_t r = bb * {blk} + q;",
-                f"{pad}  if (r >= {n}) {{ for (int64_t k = 0; k < {klen}; k++) dst[k * {blk} + q] = 0; continue; }}"]
+      lines += [f"{pad}for (int64_t q = 0; q < {blk}; q++) {{", f"{pad}  const int64_t r = bb * {blk} + q;"]
+      if n % blk:   # (only the last panel has padding rows, and only where the panels do not divide the operand)
+        lines.append(f"{pad}  if (r >= {n}) {{ for (int64_t k = 0; k < {klen}; k++) dst[k * {blk} + q] = 0; "
+                     "continue; }")
       for d, v in enumerate(rows):
         stride, part = math.prod(sizes[d + 1:]), "r"
         if stride > 1: part = f"(r / {stride})"
@@ -89,7 +91,7 @@ class MatmulEmitter:
       lines.append(f"{p}  const int64_t {self.name(rows[0])} = bb * {blk} + q;")
       # the guard comes before the scope opens: a read the operand hoists into a temporary stays behind it (a
       # padding row past the last one must read nothing, or it reads past the end of the operand's buffer)
-      lines.append(f"{p}  if ({self.name(rows[0])} >= {n}) {{ dst[{k} * {blk} + q] = 0; continue; }}")
+      if n % blk: lines.append(f"{p}  if ({self.name(rows[0])} >= {n}) {{ dst[{k} * {blk} + q] = 0; continue; }}")
       self.push_scope(lines, p + "  ", set(rows))
       lines.append(f"{p}  dst[{k} * {blk} + q] = {self.expr(x)};")
       self.scopes.pop()
@@ -99,8 +101,8 @@ class MatmulEmitter:
   def matmul(self, s: Matmul, lines: list, pad: str) -> None:
     """One side is packed whole first; the other is packed a panel at a time inside the parallel loop over its
     blocks, right before the micro-kernel runs that panel against every block of the first (the panel stays
-    in cache, and no buffer the size of the big operand is ever written). A chunked contraction accumulates in
-    a per-thread row of tiles until the last chunk. Every decision is the plan's."""
+    in cache, and no buffer the size of the big operand is ever written). A chunked contraction runs groups of
+    panels (`grouped_chunks`). Every decision is the plan's."""
     if s.plan.direct: return self.matmul_direct(s, lines, pad)
     plan, t = s.plan, self.type_names[s.dtype]
     mr, nr, micro = plan.mr, plan.nr, self.micro_kernel(s)
@@ -111,7 +113,6 @@ class MatmulEmitter:
     nblocks, other = ('MB', 'NB') if panels_of_x else ('NB', 'MB')
     outer, inner = s.kvars[0].arg[1], s.k // s.kvars[0].arg[1]
     ib, jb = ("bb", "sb") if panels_of_x else ("sb", "bb")
-    tile = f"cl + sb * {mr * nr}" if chunked else "c"
     wptr = f"{wbuf} + sb * {wblk} * K" + (f" + k0 * {wblk}" if chunked else "")
     a_ptr, b_ptr = ("panel", wptr) if panels_of_x else (wptr, "panel")
     lines += [f"{pad}{{",
@@ -126,30 +127,55 @@ class MatmulEmitter:
               f"{p2}{t}* dst = {wbuf} + bb * {wblk} * K;"]
     self.pack_panel(s, whole, lines, p2)
     lines += [f"{pad}  }}",
-              f"{pad}  {t}* panel = tjx_alloc({pblk} * {plan.chunk * inner} * sizeof({t}));"]
+              f"{pad}  {t}* panel = tjx_alloc({plan.group * pblk} * {plan.chunk * inner} * sizeof({t}));"]
     chunk = (outer, plan.chunk, inner)
     if plan.split_groups:
       self.split_k(s, lines, pad, part, a_ptr, b_ptr, t, chunk, ib, jb)
       return
-    if chunked: lines.append(f"{pad}  {t}* cl = tjx_alloc({other} * {mr * nr} * sizeof({t}));")
+    if chunked:
+      self.grouped_chunks(s, lines, pad, part, (a_ptr, b_ptr), chunk, (ib, jb))
+      return
     lines += ["#pragma omp for schedule(static)",
               f"{pad}  for (int64_t bb = 0; bb < {nblocks}; bb++) {{", f"{p2}{t}* dst = panel;"]
-    if chunked:
-      lines.append(f"{p2}for (int64_t cc = 0; cc < {plan.chunks}; cc++) {{")
-      self.chunk_panel(s, part, lines, p2 + "  ", chunk)
-      lines += [f"{p2}  for (int64_t sb = 0; sb < {other}; sb++)",
-                f"{p2}    {micro}(kn, {a_ptr}, {b_ptr}, {tile}, cc > 0);",
-                f"{p2}}}"]
-    else:
-      self.pack_panel(s, part, lines, p2)
-    lines += [f"{p2}for (int64_t sb = 0; sb < {other}; sb++) {{"]
-    if chunked: lines.append(f"{p3}const {t}* c = {tile};")
-    else: lines += [f"{p3}{t} c[{mr * nr}] __attribute__((aligned(64)));",
-                    f"{p3}{micro}(K, {a_ptr}, {b_ptr}, c, 0);"]
+    self.pack_panel(s, part, lines, p2)
+    lines += [f"{p2}for (int64_t sb = 0; sb < {other}; sb++) {{",
+              f"{p3}{t} c[{mr * nr}] __attribute__((aligned(64)));",
+              f"{p3}{micro}(K, {a_ptr}, {b_ptr}, c, 0);"]
     self.tile_store(s, lines, p3, ib, jb, t)
-    lines += [f"{p2}}}", f"{pad}  }}", f"{pad}  free(panel);"]
-    if chunked: lines.append(f"{pad}  free(cl);")
-    lines += [f"{pad}  }}", f"{pad}  free({wbuf});", f"{pad}}}"]
+    lines += [f"{p2}}}", f"{pad}  }}", f"{pad}  free(panel);", f"{pad}  }}", f"{pad}  free({wbuf});", f"{pad}}}"]
+
+  def grouped_chunks(self, s: Matmul, lines: list, pad: str, part: str, ptrs: tuple, chunk: tuple, ids: tuple):
+    """The chunked packed path: the parallel work is a group of `plan.group` panels of the streamed side; per chunk
+    each panel of the group is packed, then every block of the whole side runs against the group's panels (the
+    block's chunk is read once from cache for all of them), summing into the group's rows of tiles; after the
+    last chunk the tiles are stored. Every tile adds the same chunks in the same order whatever the grouping."""
+    plan, t, micro = s.plan, self.type_names[s.dtype], self.micro_kernel(s)
+    tile, g, p2, p3 = plan.mr * plan.nr, plan.group, pad + "    ", pad + "      "
+    nblocks, other = ('MB', 'NB') if part == 'a' else ('NB', 'MB')
+    outer, per, inner = chunk
+    rows = per * inner
+    a_ptr, b_ptr = (f"{p} + g * {rows * (plan.mr if part == 'a' else plan.nr)}" if p == "panel" else p for p in ptrs)
+    lines += [f"{pad}  {t}* cl = tjx_alloc({g} * {other} * {tile} * sizeof({t}));",
+              "#pragma omp for schedule(static)",
+              f"{pad}  for (int64_t bg = 0; bg < ({nblocks} + {g - 1}) / {g}; bg++) {{",
+              f"{p2}const int64_t gn = {nblocks} - bg * {g} < {g} ? {nblocks} - bg * {g} : {g};",
+              f"{p2}for (int64_t cc = 0; cc < {plan.chunks}; cc++) {{",
+              f"{p3}const int64_t c0 = cc * {per}, c1 = c0 + {per} < {outer} ? c0 + {per} : {outer};",
+              f"{p3}const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};",
+              f"{p3}for (int64_t g = 0; g < gn; g++) {{",
+              f"{p3}  const int64_t bb = bg * {g} + g;",
+              f"{p3}  {t}* dst = panel + g * {rows * (plan.mr if part == 'a' else plan.nr)};"]
+    self.pack_panel(s, part, lines, p3 + "  ", chunk=True)
+    lines += [f"{p3}}}",
+              f"{p3}for (int64_t sb = 0; sb < {other}; sb++) for (int64_t g = 0; g < gn; g++)",
+              f"{p3}  {micro}(kn, {a_ptr}, {b_ptr}, cl + (g * {other} + sb) * {tile}, cc > 0);",
+              f"{p2}}}",
+              f"{p2}for (int64_t g = 0; g < gn; g++) for (int64_t sb = 0; sb < {other}; sb++) {{",
+              f"{p3}const int64_t bb = bg * {g} + g;",
+              f"{p3}const {t}* c = cl + (g * {other} + sb) * {tile};"]
+    self.tile_store(s, lines, p3, *ids, t)
+    lines += [f"{p2}}}", f"{pad}  }}", f"{pad}  free(panel);", f"{pad}  free(cl);", f"{pad}  }}",
+              f"{pad}  free({'pb' if part == 'a' else 'pa'});", f"{pad}}}"]
 
   def matmul_direct(self, s: Matmul, lines: list, pad: str) -> None:
     """x is one load at an index affine in the loop variables (a convolution's windows), read in place: its address
@@ -264,8 +290,11 @@ class MatmulEmitter:
     split = _split_index(s.store.idx)
     st = s.store if split is None else Store(s.store.buf, sym.add(_IO, _JO), s.store.value, s.store.valid)
     store = self.scoped(lambda out: self.stmt(st, out, len(p) // 2 + 3), p + "    ")
-    lines += [f"{p}const int64_t rows = M - {ib} * {mr} < {mr} ? M - {ib} * {mr} : {mr};",
-              f"{p}const int64_t cols = N - {jb} * {nr} < {nr} ? N - {jb} * {nr} : {nr};"]
+    # a whole tile where the tiles divide the output (constant bounds: the store loops unroll and vectorize)
+    lines += [f"{p}const int64_t rows = " + (f"M - {ib} * {mr} < {mr} ? M - {ib} * {mr} : {mr};" if s.m % mr else
+                                             f"{mr};"),
+              f"{p}const int64_t cols = " + (f"N - {jb} * {nr} < {nr} ? N - {jb} * {nr} : {nr};" if s.n % nr else
+                                             f"{nr};")]
     loops = [("r", "rows", "i", ib, mr), ("q", "cols", "j", jb, nr)]
     if split is not None:
       for (v, n, name, blk, size), part in zip(loops, split):

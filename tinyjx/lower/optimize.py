@@ -38,6 +38,7 @@ MICRO_ROWS = 12                  # rows of a matmul micro-tile: 2 x 12 vector ac
 MICRO_ROWS_16 = 6                # with 16 vector registers (AVX2): 2 x 6 accumulators, two loads and a broadcast
 PACK_CACHE = 1 << 19             # bytes of a packed operand that stay in cache while the other side streams past
 KC_TARGET = 256                  # contraction rows per chunk of a long contraction
+GROUP_WORK = 8                   # parallel work items a chunked matmul keeps when it groups panels (up to 8 a group)
 SPLIT_GROUPS = 16                # groups of chunks of a split contraction (fixed: results never depend on threads)
 WINDOW_REUSE = 4                 # an operand that reads each element this many times is a sliding window (im2col)
 DIRECT_WHOLE = 1 << 18           # bytes of packed y a direct matmul keeps in L2 (whole, or one chunk of every panel)
@@ -101,7 +102,9 @@ def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int, di
   Tiles are MICRO_ROWS x (two vectors). x is packed whole unless it is big and y fits in cache (then y is whole
   and x streams a panel at a time). A long contraction runs in chunks of the outermost contraction variable of
   about KC_TARGET rows, so the whole side's rows of one chunk stay in cache while every panel passes. With few
-  panels but many chunks (a weight gradient) the chunks themselves are the parallel work, in SPLIT_GROUPS groups.
+  panels but many chunks (a weight gradient) the chunks themselves are the parallel work, in SPLIT_GROUPS groups;
+  otherwise the parallel work is a `group` of up to 8 panels (keeping GROUP_WORK items), so each block of the whole
+  side is read from cache once for all the group's panels.
 
   A `direct` plan (x a sliding window that `direct_fits`) reads x in place and packs only y: whole where it is
   small enough for L2, and every block of x runs the whole contraction; otherwise the contraction runs in chunks
@@ -110,7 +113,7 @@ def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int, di
   >>> from tinyjx import dtypes
   >>> plan_matmul(1024, 1024, 1024, dtypes.float32, 1024, 64)
   MatmulPlan(mr=12, nr=32, vector_bytes=64, x_panels=False, chunked=True, chunk=256, chunks=4, split_groups=0, \
-direct=False)
+direct=False, group=4)
   """
   size, nr = dtype.itemsize, 2 * vector_bytes // dtype.itemsize
   mr = MICRO_ROWS if vector_bytes >= 64 else MICRO_ROWS_16
@@ -125,7 +128,10 @@ direct=False)
   if not chunked: return MatmulPlan(mr, nr, vector_bytes, x_panels, chunk=outer)
   per, chunks = _chunks(outer, inner)
   split = -(-panel_rows // 32) < 4 and chunks >= 4 * SPLIT_GROUPS
-  return MatmulPlan(mr, nr, vector_bytes, x_panels, True, per, chunks, SPLIT_GROUPS if split else 0)
+  if split: return MatmulPlan(mr, nr, vector_bytes, x_panels, True, per, chunks, SPLIT_GROUPS)
+  panels = -(-panel_rows // (mr if x_panels else nr))
+  group = next(g for g in (8, 4, 2, 1) if panels >= GROUP_WORK * g or g == 1)
+  return MatmulPlan(mr, nr, vector_bytes, x_panels, True, per, chunks, group=group)
 
 def window_reuse(u: UOp, own: list, kvars: list) -> float:
   """How many times operand `u` reads each element it reads, where it is one unmasked load at an index affine in
