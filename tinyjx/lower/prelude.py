@@ -127,19 +127,22 @@ FAST_MATH = r"""/* float32 exp and log as polynomials (Cephes' minimax coefficie
 #define TJX_FMA(a, b, c) ((a) * (b) + (c))
 #endif
 static inline float tjx_f32_bits(int32_t b) { float f; memcpy(&f, &b, 4); return f; }
+/* exp(x) = 2^n exp(r), r = x - n ln 2 (Cody-Waite, in two parts); n from the float 1.5 * 2^23 + x / ln 2, whose low
+   bits hold n (no float-to-int conversion); 2^n in two factors, so that results near overflow and subnormal ones
+   come out right. The clamp keeps n in range and lets a NaN through, and a NaN stays NaN to the end. */
 static inline float tjx_exp_f32(float x) {
-  float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
-  xc = x == x ? xc : 0.0f;
-  float n = rintf(xc * 1.44269504088896341f);
+  float xc = x > 89.0f ? 89.0f : x;
+  xc = xc < -104.0f ? -104.0f : xc;
+  float k = TJX_FMA(xc, 1.44269504088896341f, 12582912.0f), n = k - 12582912.0f;
+  int32_t kb; memcpy(&kb, &k, 4);
+  int32_t ni = kb - 0x4b400000, n1 = ni >> 1, n2 = ni - n1;
   float r = TJX_FMA(n, -0.693145751953125f, xc);
   r = TJX_FMA(n, -1.428606765330187045e-06f, r);
   float p = 1.9875691500e-4f;
   p = TJX_FMA(p, r, 1.3981999507e-3f); p = TJX_FMA(p, r, 8.3334519073e-3f); p = TJX_FMA(p, r, 4.1665795894e-2f);
   p = TJX_FMA(p, r, 1.6666665459e-1f); p = TJX_FMA(p, r, 5.0000001201e-1f);
   p = TJX_FMA(p, r * r, r) + 1.0f;
-  int32_t ni = (int32_t)n, n1 = ni >> 1, n2 = ni - n1;
-  float res = p * tjx_f32_bits((n1 + 127) << 23) * tjx_f32_bits((n2 + 127) << 23);
-  return x == x ? res : x;
+  return p * tjx_f32_bits((n1 + 127) << 23) * tjx_f32_bits((n2 + 127) << 23);
 }
 static inline float tjx_log_f32(float x) {
   int32_t b; memcpy(&b, &x, 4);
@@ -163,19 +166,20 @@ static inline float tjx_log_f32(float x) {
   res = x < 0.0f ? NAN : res;
   return (x != x || x == INFINITY) ? x : res;
 }
-/* tanh(x) = x P(x^2) / Q(x^2) on |x| <= 9.5 (float32 tanh is +-1 past 9.02); a NaN passes both clamps. The
+/* tanh(x) = x P(x^2) / Q(x^2) on |x| <= 9.5 (float32 tanh is +-1 past 9.02), at most 1; a NaN passes. The
    coefficients are bench/fit_tanh.py's minimax fit (relative error 7e-9); float32 evaluation makes it at most
    5 ulp (tests/test_fast_math.py). P(0) = Q(0) = 1, so a tiny x, -0 or a subnormal comes back exactly. */
 static inline float tjx_tanh_f32(float x) {
-  float xc = x < -9.5f ? -9.5f : (x > 9.5f ? 9.5f : x), s = xc * xc;
-  float p = 4.8676142e-08f;
+  float a = fabsf(x);
+  a = a > 9.5f ? 9.5f : a;
+  float s = a * a, p = 4.8676142e-08f;
   p = TJX_FMA(p, s, 3.099189e-05f); p = TJX_FMA(p, s, 0.0039810007f); p = TJX_FMA(p, s, 0.13763775f);
   p = TJX_FMA(p, s, 1.0f);
   float q = 6.9566697e-10f;
   q = TJX_FMA(q, s, 1.571292e-06f); q = TJX_FMA(q, s, 0.0004157695f); q = TJX_FMA(q, s, 0.027638044f);
   q = TJX_FMA(q, s, 0.47097108f); q = TJX_FMA(q, s, 1.0f);
-  float t = xc * p / q;
-  return t > 1.0f ? 1.0f : (t < -1.0f ? -1.0f : t);
+  float t = a * p / q;
+  return copysignf(t > 1.0f ? 1.0f : t, x);
 }
 """
 

@@ -303,6 +303,8 @@ class CRenderer(MatmulEmitter):
     return self.deps[u]
 
   def render_node(self, u: UOp) -> str:
+    if u.op is Ops.DEFINE_ACC and self.acc_type(u) != self.type_names[u.dtype]:
+      return f"(({self.type_names[u.dtype]}){self.name(u)})"      # a wide sum's reads round to its dtype
     if u.op in (Ops.RANGE, Ops.DEFINE_ACC, Ops.SPECIAL): return self.name(u)
     if u.op is Ops.CONST: return self.const(u.arg[0], u.dtype)
     if u.op is Ops.INDEX: return f"{self.name(u.src[0])}[{self.expr(u.src[1])}]"
