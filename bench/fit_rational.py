@@ -1,24 +1,29 @@
-"""fit_tanh: the float32 tanh of lower/prelude.py (FAST_MATH `tjx_tanh_f32`), reproducibly.
+"""fit_rational: the float32 tanh and erf of lower/prelude.py (FAST_MATH `tjx_tanh_f32`, `tjx_erf_f32`), reproducibly.
 
-tanh(x) = x * P(x^2) / Q(x^2) on |x| <= CLAMP, an odd rational with one division and no exp. With s = x^2 this fits
-g(s) = tanh(sqrt(s)) / sqrt(s) on [0, CLAMP^2] by P(s) / Q(s), P(0) = Q(0) = 1 (so a tiny x comes back exactly),
+f(x) = x * P(x^2) / Q(x^2) on |x| <= CLAMP, an odd rational with one division and no exp. With s = x^2 this fits
+g(s) = f(sqrt(s)) / (f'(0) sqrt(s)) on [0, CLAMP^2] by P(s) / Q(s), P(0) = Q(0) = 1 (so a tiny x comes back exactly
+times f'(0): tanh's is 1, erf's 2 / sqrt(pi), which the kernel multiplies in first),
 minimising the largest relative error: an iterated weighted least squares on the linearised error
 (P - g Q) / (g Q_prev), with Lawson's update of the weights, which converges to the equioscillating minimax fit.
-Beyond CLAMP float32 tanh is +-1 (1 - tanh(x) < 2^-25 past x = 13 ln 2 = 9.01), so the kernel clamps x there.
+Beyond CLAMP the float32 function is +-1 (1 - tanh(x) < 2^-25 past x = 13 ln 2 = 9.01, erfc(x) < 2^-25 past 3.92),
+so the kernel clamps x there.
 
-Run `python bench/fit_tanh.py [NUM DEN]` (degrees in s, default 4 5): prints the float64 minimax relative error and
+Run `python bench/fit_rational.py [tanh|erf] [NUM DEN]` (degrees in s; defaults: tanh 4 5 clamp 9.5, erf 4 5 clamp
+4): prints the float64 minimax relative error and
 the coefficients rounded to float32 as C literals, numerator then denominator, lowest degree first (the prelude
 evaluates them by Horner in that order reversed). tests/test_fast_math.py measures the float32 kernel's ulp error.
 """
 from __future__ import annotations
-import sys
+import math, sys
 import numpy as np
 
-CLAMP = 9.5
+FUNCTIONS = {'tanh': (np.tanh, 1.0, 9.5), 'erf': (np.vectorize(math.erf), 2 / math.sqrt(math.pi), 4.0)}
+FN, CLAMP = 'tanh', 9.5
 
 def target(s: np.ndarray) -> np.ndarray:
+  fn, slope, _ = FUNCTIONS[FN]
   x = np.sqrt(s)
-  return np.where(s > 0, np.tanh(x) / np.where(s > 0, x, 1.0), 1.0)
+  return np.where(s > 0, fn(x) / (slope * np.where(s > 0, x, 1.0)), 1.0)
 
 def sample(n: int = 40000) -> np.ndarray:
   """points in s = x^2, dense in x near both ends (Chebyshev nodes in x on [0, CLAMP])"""
@@ -73,9 +78,13 @@ def c_literal(v: float) -> str:
   return f"{np.float32(v)!r}".replace('np.float32(', '').rstrip(')') + 'f'
 
 if __name__ == '__main__':
-  num, den = (int(v) for v in sys.argv[1:3]) if len(sys.argv) > 2 else (4, 5)
+  args = sys.argv[1:]
+  if args and args[0] in FUNCTIONS: FN, args = args[0], args[1:]
+  CLAMP = FUNCTIONS[FN][2]
+  num, den = (int(v) for v in args[:2]) if len(args) > 1 else (4, 5)
   p, q, err = fit(num, den)
-  print(f"degrees {num}/{den} in x^2, clamp {CLAMP}: max relative error {err:.3e} ({err / 2.0 ** -24:.3f} ulp at 1)")
+  print(f"{FN}: degrees {num}/{den} in x^2, clamp {CLAMP}: max relative error {err:.3e} ({err / 2.0 ** -24:.3f} ulp "
+        f"at 1)")
   p, q, err = fit_float32(num, den)
   print(f"with float32 coefficients: {err:.3e} ({err / 2.0 ** -24:.3f} ulp at 1)")
   print("P:", ", ".join(c_literal(v) for v in p))
