@@ -81,6 +81,7 @@ typedef uchar uint8_t; typedef ushort uint16_t; typedef uint uint32_t; typedef u
 #define tjx_exp_f32 exp
 #define tjx_log_f32 log
 #define tjx_tanh_f32 tanh
+#define tjx_erf_f32 erf
 static inline float tjx_u32_as_f32(uint b) { return as_float(b); }
 """ + SOFT_HALF + r"""
 static inline float tjx_bf16(float x) {
@@ -273,6 +274,7 @@ typedef uint64_t ulong;   /* the OpenCL sort's key type */
 #define tjx_exp_f32 expf
 #define tjx_log_f32 logf
 #define tjx_tanh_f32 tanhf
+#define tjx_erf_f32 erff
 static inline float tjx_u32_as_f32(uint32_t b) { return __uint_as_float(b); }
 """ + SOFT_HALF + r"""
 static inline float tjx_bf16(float x) {

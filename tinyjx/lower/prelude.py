@@ -121,27 +121,30 @@ TJX_F2I(uint32_t, u32, 0, UINT32_MAX)
 TJX_F2I(uint64_t, u64, 0, UINT64_MAX)
 """
 
-FAST_MATH = r"""/* float32 exp, log and tanh as polynomials (Cephes' minimax coefficients) that vectorize;
-   about 1-2 ulp */
+FAST_MATH = r"""/* float32 exp and log as polynomials (Cephes' minimax coefficients), about 1-2 ulp, and tanh and erf as
+   rationals, all branch-free so that they vectorize */
 #ifdef __FMA__
 #define TJX_FMA(a, b, c) fmaf(a, b, c)
 #else
 #define TJX_FMA(a, b, c) ((a) * (b) + (c))
 #endif
 static inline float tjx_f32_bits(int32_t b) { float f; memcpy(&f, &b, 4); return f; }
+/* exp(x) = 2^n exp(r), r = x - n ln 2 (Cody-Waite, in two parts); n from the float 1.5 * 2^23 + x / ln 2, whose low
+   bits hold n (no float-to-int conversion); 2^n in two factors, so that results near overflow and subnormal ones
+   come out right. The clamp keeps n in range and lets a NaN through, and a NaN stays NaN to the end. */
 static inline float tjx_exp_f32(float x) {
-  float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
-  xc = x == x ? xc : 0.0f;
-  float n = rintf(xc * 1.44269504088896341f);
+  float xc = x > 89.0f ? 89.0f : x;
+  xc = xc < -104.0f ? -104.0f : xc;
+  float k = TJX_FMA(xc, 1.44269504088896341f, 12582912.0f), n = k - 12582912.0f;
+  int32_t kb; memcpy(&kb, &k, 4);
+  int32_t ni = kb - 0x4b400000, n1 = ni >> 1, n2 = ni - n1;
   float r = TJX_FMA(n, -0.693145751953125f, xc);
   r = TJX_FMA(n, -1.428606765330187045e-06f, r);
   float p = 1.9875691500e-4f;
   p = TJX_FMA(p, r, 1.3981999507e-3f); p = TJX_FMA(p, r, 8.3334519073e-3f); p = TJX_FMA(p, r, 4.1665795894e-2f);
   p = TJX_FMA(p, r, 1.6666665459e-1f); p = TJX_FMA(p, r, 5.0000001201e-1f);
   p = TJX_FMA(p, r * r, r) + 1.0f;
-  int32_t ni = (int32_t)n, n1 = ni >> 1, n2 = ni - n1;
-  float res = p * tjx_f32_bits((n1 + 127) << 23) * tjx_f32_bits((n2 + 127) << 23);
-  return x == x ? res : x;
+  return p * tjx_f32_bits((n1 + 127) << 23) * tjx_f32_bits((n2 + 127) << 23);
 }
 static inline float tjx_log_f32(float x) {
   int32_t b; memcpy(&b, &x, 4);
@@ -165,15 +168,34 @@ static inline float tjx_log_f32(float x) {
   res = x < 0.0f ? NAN : res;
   return (x != x || x == INFINITY) ? x : res;
 }
+/* tanh(x) = x P(x^2) / Q(x^2) on |x| <= 9.5 (float32 tanh is +-1 past 9.02), at most 1; a NaN passes. The
+   coefficients are bench/fit_rational.py's minimax fit (relative error 7e-9); float32 evaluation makes it at most
+   5 ulp (tests/test_fast_math.py). P(0) = Q(0) = 1, so a tiny x, -0 or a subnormal comes back exactly. */
 static inline float tjx_tanh_f32(float x) {
-  float a = fabsf(x), z = x * x;
-  float p = -5.70498872745e-3f;
-  p = TJX_FMA(p, z, 2.06390887954e-2f); p = TJX_FMA(p, z, -5.37397155531e-2f);
-  p = TJX_FMA(p, z, 1.33314422036e-1f); p = TJX_FMA(p, z, -3.33332819422e-1f);
-  float small = TJX_FMA(p * z, x, x);
-  float big = 1.0f - 2.0f / (tjx_exp_f32(2.0f * a) + 1.0f);
-  big = x < 0.0f ? -big : big;
-  return a < 0.625f ? small : big;
+  float a = fabsf(x);
+  a = a > 9.5f ? 9.5f : a;
+  float s = a * a, p = 4.8676142e-08f;
+  p = TJX_FMA(p, s, 3.099189e-05f); p = TJX_FMA(p, s, 0.0039810007f); p = TJX_FMA(p, s, 0.13763775f);
+  p = TJX_FMA(p, s, 1.0f);
+  float q = 6.9566697e-10f;
+  q = TJX_FMA(q, s, 1.571292e-06f); q = TJX_FMA(q, s, 0.0004157695f); q = TJX_FMA(q, s, 0.027638044f);
+  q = TJX_FMA(q, s, 0.47097108f); q = TJX_FMA(q, s, 1.0f);
+  float t = a * p / q;
+  return copysignf(t > 1.0f ? 1.0f : t, x);
+}
+/* erf(x) = (2 / sqrt(pi)) x P(x^2) / Q(x^2) on |x| <= 4 (float32 erf is +-1 past 3.92), the same kind of fit
+   (bench/fit_rational.py erf 6 5: relative error 4e-9); a tiny x comes back as 2 x / sqrt(pi) rounded once. */
+static inline float tjx_erf_f32(float x) {
+  float a = fabsf(x);
+  a = a > 4.0f ? 4.0f : a;
+  float s = a * a, p = -1.1604119e-08f;
+  p = TJX_FMA(p, s, 4.1319936e-06f); p = TJX_FMA(p, s, 0.0003357741f); p = TJX_FMA(p, s, 0.0034134611f);
+  p = TJX_FMA(p, s, 0.048133105f); p = TJX_FMA(p, s, 0.1642283f); p = TJX_FMA(p, s, 1.0f);
+  float q = 6.290063e-05f;
+  q = TJX_FMA(q, s, 0.0013070264f); q = TJX_FMA(q, s, 0.015463534f); q = TJX_FMA(q, s, 0.11398657f);
+  q = TJX_FMA(q, s, 0.4975617f); q = TJX_FMA(q, s, 1.0f);
+  float t = a * 1.12837917f * p / q;
+  return copysignf(t > 1.0f ? 1.0f : t, x);
 }
 """
 

@@ -42,7 +42,7 @@ UNARY_F = {Ops.EXP: 'exp', Ops.LOG: 'log', Ops.EXPM1: 'expm1', Ops.LOG1P: 'log1p
 BINARY_F = {Ops.REM: 'fmod', Ops.POW: 'pow', Ops.ATAN2: 'atan2'}   # float operands; ints have prelude helpers
 INFIX = {Ops.ADD: '+', Ops.SUB: '-', Ops.MUL: '*', Ops.AND: '&', Ops.OR: '|', Ops.XOR: '^', Ops.CMPLT: '<',
          Ops.CMPLE: '<=', Ops.CMPEQ: '==', Ops.CMPNE: '!='}
-FAST_F32 = {Ops.EXP: 'exp', Ops.LOG: 'log', Ops.TANH: 'tanh'}
+FAST_F32 = {Ops.EXP: 'exp', Ops.LOG: 'log', Ops.TANH: 'tanh', Ops.ERF: 'erf'}
 NARROW = {dtypes.bool_, dtypes.int8, dtypes.int16, dtypes.uint8, dtypes.uint16}
 SHORT_LOOP = 16   # GCC unrolls loops of up to this many iterations completely (its max-completely-peel-times)
 
@@ -303,6 +303,8 @@ class CRenderer(MatmulEmitter):
     return self.deps[u]
 
   def render_node(self, u: UOp) -> str:
+    if u.op is Ops.DEFINE_ACC and self.acc_type(u) != self.type_names[u.dtype]:
+      return f"(({self.type_names[u.dtype]}){self.name(u)})"      # a wide sum's reads round to its dtype
     if u.op in (Ops.RANGE, Ops.DEFINE_ACC, Ops.SPECIAL): return self.name(u)
     if u.op is Ops.CONST: return self.const(u.arg[0], u.dtype)
     if u.op is Ops.INDEX: return f"{self.name(u.src[0])}[{self.expr(u.src[1])}]"
@@ -346,8 +348,8 @@ class CRenderer(MatmulEmitter):
       if op is Ops.NEG: return f"(-{x})"
       if op is Ops.RECIP: return f"({self.const(1, dt)} / {x})"
       if op is Ops.SIGN: return f"tjx_sign_{sfx}({x})"
-      if op is Ops.ERF: return f"(({t})erf((double)({x})))"
       if op in FAST_F32 and dt is dtypes.float32: return f"tjx_{FAST_F32[op]}_f32({x})"
+      if op is Ops.ERF: return f"(({t})erf((double)({x})))"
       return f"{UNARY_F[op]}{f}({x})"
     if op is Ops.NEG: return f"(({t})(0 - {x}))" if dt.kind == 'u' else f"(({t})(-{x}))"
     if op is Ops.NOT: return f"(!{x})" if dt.kind == 'b' else f"(({t})(~{x}))"
