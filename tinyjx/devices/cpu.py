@@ -459,17 +459,20 @@ class CProgram:
 def _tables(count: int): return ctypes.c_void_p * max(count, 1)
 
 _threads = [None, 1]   # the count OpenMP has now, the count the current run asked for
-_auto = [-1.0, 1]
+_auto = [-1.0, 1, 0]    # [when last read, the thread count, the other processes' running threads seen then]
 
 def thread_count() -> int:
   """Threads for kernels when TINYJX_THREADS is 0: the usable cores minus the threads other processes are
   running right now, so a busy machine does not leave kernels waiting at their barriers for descheduled
-  threads. Re-read at most once a second. (Not the load average: it is a minute long and counts this
-  process's own work, so after a busy minute a quiet machine still looked full.)"""
+  threads. Re-read at most once a second; a thread counts as busy when two readings in a row see it (a process
+  that runs for an instant, the very moment of one reading, would otherwise halve a second of kernels). (Not the
+  load average: it is a minute long and counts this process's own work, so after a busy minute a quiet machine
+  still looked full.)"""
   now = time.monotonic()
   if now - _auto[0] > 1.0:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (os.cpu_count() or 1)
-    _auto[:] = [now, max(1, min(cores, cores - _others_running()))]
+    others = _others_running()
+    _auto[:] = [now, max(1, min(cores, cores - min(others, _auto[2]))), others]
   return _auto[1]
 
 def _others_running() -> int:
