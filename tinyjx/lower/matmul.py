@@ -57,17 +57,7 @@ class MatmulEmitter:
                                 (s.y, s.jvars, s.n, s.plan.nr, s.y_k_inner))
     klen = "kn" if chunk else "K"
     flat_k = lambda: self.expr(_flat(s.kvars)) + (" - k0" if chunk else "")
-    def nest(vars_, p, body):
-      for d, v in enumerate(vars_):
-        lo, hi = ("c0", "c1") if chunk and d == 0 and vars_ is s.kvars else ("0", v.arg[1])
-        lines.append(f"{p}for (int64_t {self.name(v)} = {lo}; {self.name(v)} < {hi}; {self.name(v)}++) {{")
-        p += "  "
-        self.push_scope(lines, p, {v})
-      body(p)
-      for _ in vars_:
-        self.scopes.pop()
-        p = p[:-2]
-        lines.append(f"{p}}}")
+    nest = lambda p, body: self.loop_nest(s.kvars, lines, p, body, ("c0", "c1") if chunk else None)
     if k_inner or len(rows) > 1:
       sizes = [v.arg[1] for v in rows]
       lines += [f"{pad}for (int64_t q = 0; q < {blk}; q++) {{", f"{pad}  const int64_t r = bb * {blk} + q;"]
@@ -80,7 +70,7 @@ class MatmulEmitter:
         if d > 0: part = f"({part} % {sizes[d]})"
         lines.append(f"{pad}  const int64_t {self.name(v)} = {part};")
       self.push_scope(lines, pad + "  ", set(rows))
-      nest(s.kvars, pad + "  ", lambda p: lines.append(
+      nest(pad + "  ", lambda p: lines.append(
         f"{p}dst[({flat_k()}) * {blk} + q] = {self.expr(x)};"))
       self.scopes.pop()
       lines.append(f"{pad}}}")
@@ -96,7 +86,7 @@ class MatmulEmitter:
       lines.append(f"{p}  dst[{k} * {blk} + q] = {self.expr(x)};")
       self.scopes.pop()
       lines.append(f"{p}}}")
-    nest(s.kvars, pad, body)
+    nest(pad, body)
 
   def matmul(self, s: Matmul, lines: list, pad: str) -> None:
     """One side is packed whole first; the other is packed a panel at a time inside the parallel loop over its
@@ -153,8 +143,8 @@ class MatmulEmitter:
     tile, g, p2, p3 = plan.mr * plan.nr, plan.group, pad + "    ", pad + "      "
     nblocks, other = ('MB', 'NB') if part == 'a' else ('NB', 'MB')
     outer, per, inner = chunk
-    rows = per * inner
-    a_ptr, b_ptr = (f"{p} + g * {rows * (plan.mr if part == 'a' else plan.nr)}" if p == "panel" else p for p in ptrs)
+    size = per * inner * (plan.mr if part == 'a' else plan.nr)      # elements of one packed panel of a chunk
+    a_ptr, b_ptr = (f"{p} + g * {size}" if p == "panel" else p for p in ptrs)
     lines += [f"{pad}  {t}* cl = tjx_alloc({g} * {other} * {tile} * sizeof({t}));",
               "#pragma omp for schedule(static)",
               f"{pad}  for (int64_t bg = 0; bg < ({nblocks} + {g - 1}) / {g}; bg++) {{",
@@ -164,7 +154,7 @@ class MatmulEmitter:
               f"{p3}const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};",
               f"{p3}for (int64_t g = 0; g < gn; g++) {{",
               f"{p3}  const int64_t bb = bg * {g} + g;",
-              f"{p3}  {t}* dst = panel + g * {rows * (plan.mr if part == 'a' else plan.nr)};"]
+              f"{p3}  {t}* dst = panel + g * {size};"]
     self.pack_panel(s, part, lines, p3 + "  ", chunk=True)
     lines += [f"{p3}}}",
               f"{p3}for (int64_t sb = 0; sb < {other}; sb++) for (int64_t g = 0; g < gn; g++)",
@@ -261,10 +251,12 @@ class MatmulEmitter:
     self.scopes.pop()
     lines.append(f"{p}}}")
 
-  def loop_nest(self, vars_: list, lines: list, p: str, body) -> None:
-    """C loops over `vars_` (outermost first) around `body(pad)`, each loop a scope of its own."""
-    for v in vars_:
-      lines.append(f"{p}for (int64_t {self.name(v)} = 0; {self.name(v)} < {v.arg[1]}; {self.name(v)}++) {{")
+  def loop_nest(self, vars_: list, lines: list, p: str, body, first: tuple | None = None) -> None:
+    """C loops over `vars_` (outermost first) around `body(pad)`, each loop a scope of its own; `first` (C bounds
+    lo, hi) limits the outermost loop (a chunk of the contraction)."""
+    for d, v in enumerate(vars_):
+      lo, hi = first if first and d == 0 else ("0", v.arg[1])
+      lines.append(f"{p}for (int64_t {self.name(v)} = {lo}; {self.name(v)} < {hi}; {self.name(v)}++) {{")
       p += "  "
       self.push_scope(lines, p, {v})
     body(p)
