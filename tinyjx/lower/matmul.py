@@ -46,19 +46,20 @@ def _unit_stride(part: UOp, name: str) -> bool:
 class MatmulEmitter:
   """Mixed into the C renderer: `matmul(stmt, lines, pad)` and its parts. Uses the renderer's `expr`, `name`,
   `stmt`, `scoped`, `push_scope`/`scopes` and `type_names`; records micro-kernel instantiations in `self.micro`."""
-  def pack_panel(self, s: Matmul, which: str, lines: list, pad: str, chunk: bool = False) -> None:
+  def pack_panel(self, s: Matmul, which: str, lines: list, pad: str, chunk: bool = False, group: tuple = ()) -> None:
     """Pack one panel (block `bb` of MR rows of x, or NR columns of y) at `dst`: dst[k * MR + r] = x(row, k),
     zeros past the last row. Row-outer (each row's loop variables recovered once, then the kernel's own
     contraction loops, so a view's index arithmetic stays affine) unless the operand runs along its single row
     variable: then contraction-outer, so both the reads and the writes stay in order. With `chunk`, only the
     contraction rows of the current chunk: the outermost contraction variable runs over [c0, c1) and k counts
-    from k0 (C variables of the chunk loop)."""
-    x, rows, n, blk, k_inner = ((s.x, s.ivars, s.m, s.plan.mr, s.x_k_inner) if which == 'a' else
-                                (s.y, s.jvars, s.n, s.plan.nr, s.y_k_inner))
+    from k0 (C variables of the chunk loop). With `group` (panels, elements of one panel), contraction-outer packing
+    packs all the group's panels (`gn` of them from block bg * panels, panel g at dst + g * size) in one pass: each
+    row of the operand is then read along the whole group's columns, not a panel's 64 bytes a page."""
+    x, rows, n, blk = (s.x, s.ivars, s.m, s.plan.mr) if which == 'a' else (s.y, s.jvars, s.n, s.plan.nr)
     klen = "kn" if chunk else "K"
     flat_k = lambda: self.expr(_flat(s.kvars)) + (" - k0" if chunk else "")
     nest = lambda p, body: self.loop_nest(s.kvars, lines, p, body, ("c0", "c1") if chunk else None)
-    if k_inner or len(rows) > 1:
+    if self.packs_rows(s, which):
       sizes = [v.arg[1] for v in rows]
       lines += [f"{pad}for (int64_t q = 0; q < {blk}; q++) {{", f"{pad}  const int64_t r = bb * {blk} + q;"]
       if n % blk:   # (only the last panel has padding rows, and only where the panels do not divide the operand)
@@ -77,16 +78,25 @@ class MatmulEmitter:
       return
     def body(p):
       k = f"({flat_k()})"
+      if group:
+        lines.extend([f"{p}for (int64_t g = 0; g < gn; g++) {{", f"{p}  const int64_t bb = bg * {group[0]} + g;"])
+        p += "  "
+      out = f"dst[{k} * {blk} + q]" if not group else f"dst[g * {group[1]} + {k} * {blk} + q]"
       lines.append(f"{p}for (int64_t q = 0; q < {blk}; q++) {{")
       lines.append(f"{p}  const int64_t {self.name(rows[0])} = bb * {blk} + q;")
       # the guard comes before the scope opens: a read the operand hoists into a temporary stays behind it (a
       # padding row past the last one must read nothing, or it reads past the end of the operand's buffer)
-      if n % blk: lines.append(f"{p}  if ({self.name(rows[0])} >= {n}) {{ dst[{k} * {blk} + q] = 0; continue; }}")
+      if n % blk: lines.append(f"{p}  if ({self.name(rows[0])} >= {n}) {{ {out} = 0; continue; }}")
       self.push_scope(lines, p + "  ", set(rows))
-      lines.append(f"{p}  dst[{k} * {blk} + q] = {self.expr(x)};")
+      lines.append(f"{p}  {out} = {self.expr(x)};")
       self.scopes.pop()
       lines.append(f"{p}}}")
+      if group: lines.append(f"{p[:-2]}}}")
     nest(pad, body)
+
+  def packs_rows(self, s: Matmul, which: str) -> bool:
+    """pack_panel packs `which` row by row (its rows run along the contraction, or it has several row variables)."""
+    return s.x_k_inner or len(s.ivars) > 1 if which == 'a' else s.y_k_inner or len(s.jvars) > 1
 
   def matmul(self, s: Matmul, lines: list, pad: str) -> None:
     """One side is packed whole first; the other is packed a panel at a time inside the parallel loop over its
@@ -151,18 +161,23 @@ class MatmulEmitter:
               f"{p2}const int64_t gn = {nblocks} - bg * {g} < {g} ? {nblocks} - bg * {g} : {g};",
               f"{p2}for (int64_t cc = 0; cc < {plan.chunks}; cc++) {{",
               f"{p3}const int64_t c0 = cc * {per}, c1 = c0 + {per} < {outer} ? c0 + {per} : {outer};",
-              f"{p3}const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};",
-              f"{p3}for (int64_t g = 0; g < gn; g++) {{",
-              f"{p3}  const int64_t bb = bg * {g} + g;",
-              f"{p3}  {t}* dst = panel + g * {size};"]
-    self.pack_panel(s, part, lines, p3 + "  ", chunk=True)
-    lines += [f"{p3}}}",
-              f"{p3}for (int64_t sb = 0; sb < {other}; sb++) for (int64_t g = 0; g < gn; g++)",
-              f"{p3}  {micro}(kn, {a_ptr}, {b_ptr}, cl + (g * {other} + sb) * {tile}, cc > 0);",
+              f"{p3}const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};"]
+    if self.packs_rows(s, part):
+      lines += [f"{p3}for (int64_t g = 0; g < gn; g++) {{", f"{p3}  const int64_t bb = bg * {g} + g;",
+                f"{p3}  {t}* dst = panel + g * {size};"]
+      self.pack_panel(s, part, lines, p3 + "  ", chunk=True)
+      lines.append(f"{p3}}}")
+    else:
+      lines.append(f"{p3}{t}* dst = panel;")
+      self.pack_panel(s, part, lines, p3, chunk=True, group=(g, size))
+    # the tiles of one block of the whole side are adjacent (sb * g + g'), in the order the micro-kernels run and
+    # the stores write them: a row of the output is written along the whole group's columns at once
+    lines += [f"{p3}for (int64_t sb = 0; sb < {other}; sb++) for (int64_t g = 0; g < gn; g++)",
+              f"{p3}  {micro}(kn, {a_ptr}, {b_ptr}, cl + (sb * {g} + g) * {tile}, cc > 0);",
               f"{p2}}}",
-              f"{p2}for (int64_t g = 0; g < gn; g++) for (int64_t sb = 0; sb < {other}; sb++) {{",
+              f"{p2}for (int64_t sb = 0; sb < {other}; sb++) for (int64_t g = 0; g < gn; g++) {{",
               f"{p3}const int64_t bb = bg * {g} + g;",
-              f"{p3}const {t}* c = cl + (g * {other} + sb) * {tile};"]
+              f"{p3}const {t}* c = cl + (sb * {g} + g) * {tile};"]
     self.tile_store(s, lines, p3, *ids, t)
     lines += [f"{p2}}}", f"{pad}  }}", f"{pad}  free(panel);", f"{pad}  free(cl);", f"{pad}  }}",
               f"{pad}  free({'pb' if part == 'a' else 'pa'});", f"{pad}}}"]
