@@ -245,6 +245,26 @@ def test_a_cold_big_program_runs_its_quick_build_until_it_runs_again(cpu, fresh_
   monkeypatch.setattr(comp, '_build', lambda *a: pytest.fail("built again"))
   assert comp.load_library(exe.source).final
 
+def test_the_quick_build_computes_the_optimized_builds_bits(cpu, fresh_cache, monkeypatch):
+  """The quick tier builds at -O1, and a matmul kernel's packing and stores at -Og (prelude `TJX_PACKING_FN`):
+  neither reorders a sum (a vectorized reduction is still vectorized at -O1), so a program's first call computes
+  the same bits as every later one on the optimized build: a chunked matmul with an epilogue, row sums, a full
+  sum."""
+  monkeypatch.setattr(comp, 'TIER_MIN_CHARS', 0)
+  rng = np.random.default_rng(5)
+  x, w = rng.standard_normal((70, 600)).astype(np.float32), rng.standard_normal((600, 90)).astype(np.float32)
+  f = tinyjx.jit(lambda x, w: (jnp.tanh(x @ w / 20 + 0.5), jnp.exp(x / 4).sum(axis=1), (x * 2).sum()))
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    quick = [np.asarray(o) for o in f(x, w)]
+    exe = f.lower(x, w).compile().executable
+    assert not exe.binary.final and "TJX_PACKING_FN static void" in exe.source
+    f(x, w)
+    comp.finish_upgrades()
+    assert exe.binary.final
+    optimized = [np.asarray(o) for o in f(x, w)]
+  for q, o in zip(quick, optimized): assert np.array_equal(q, o)
+  np.testing.assert_allclose(quick[0], np.tanh(x.astype(np.float64) @ w / 20 + 0.5), rtol=1e-5, atol=1e-5)
+
 def test_compiler_facts_are_remembered_and_a_damaged_memo_is_asked_again(cpu, fresh_cache):
   cc = comp.find_compiler()
   facts = comp.compiler_facts.__wrapped__(cc)

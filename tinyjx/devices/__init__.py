@@ -54,6 +54,8 @@ class Backend:
   vector_bytes = 32
   host_memory = False
 
+  def prepare(self) -> None:
+    """Optional: start one-time toolchain set-up in the background; the lowering calls it before its first pass."""
   def __init__(self, name: str):
     self.name = name
     self.index = int(name.split(':')[1]) if ':' in name else 0

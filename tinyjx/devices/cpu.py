@@ -148,6 +148,28 @@ def compiler_flags(cc: str) -> tuple:
   raise NoCompilerError(f"the C compiler {cc} ({compiler_version(cc)}) cannot build shared libraries; install gcc "
                         "(`apt-get install gcc`) or set TINYJX_DEVICE=PYTHON")
 
+_probes: dict = {}              # compiler -> the thread finding its flags ahead of the first build (`prepare`)
+_probes_lock = threading.Lock()
+
+def prepare() -> None:
+  """Find the compiler's flags in a background thread (a few compiler processes, about 70 ms on a cold cache), so
+  that the lowering of the first program, Python on this thread, overlaps them; `load_library` waits for it."""
+  try:
+    cc = find_compiler()
+  except NoCompilerError:
+    return                            # load_library raises it, with its advice, when something is built
+  with _probes_lock:
+    if cc in _probes: return
+    _probes[cc] = thread = threading.Thread(target=_probe, args=(cc, config.scoped()), daemon=True)
+  thread.start()
+
+def _probe(cc: str, scoped: dict) -> None:
+  try:
+    with config.Context(**scoped):    # the caller's settings (its cache directory)
+      compiler_flags(cc)
+  except Exception:
+    pass                              # asked again by load_library, which reports what is wrong
+
 # --- building and loading ---
 def cache_key(source: str, cc: str, flags: tuple) -> str:
   text = "\0".join([source, cc, compiler_version(cc), " ".join(flags), host_cpu()])
@@ -162,6 +184,7 @@ def load_library(source: str) -> 'Library':
   7
   """
   cc = find_compiler()
+  if (probe := _probes.get(cc)) is not None: probe.join()
   flags = compiler_flags(cc)
   key = cache_key(source, cc, flags)
   if key in _loaded: return _loaded[key]
@@ -185,7 +208,7 @@ def _library(cc: str, flags: tuple, source: str, key: str) -> 'Library':
   lib = _load_checked(so)
   if lib is not None or UNIT not in source or len(source) - source.find(UNIT) < TIER_MIN_CHARS:
     return Library(lib if lib is not None else _load_or_build(cc, flags, source, key))
-  quick = tuple(QUICK_LEVEL if f == '-O3' else f for f in flags)
+  quick = tuple(QUICK_LEVEL if f == '-O3' else f for f in flags) + ('-DTJX_QUICK',)   # (prelude.py TJX_PACKING_FN)
   quick_key = cache_key(source, cc, quick)
   library = Library(_load_or_build(cc, quick, source, quick_key), (cc, flags, source, key, config.scoped()))
   _loaded[quick_key] = library      # kept from eviction as long as this process may run it
@@ -334,6 +357,7 @@ class CPUDevice(Backend):
     np.copyto(handle[offset:offset + host.nbytes], host.reshape(-1).view(np.uint8))
   def copy_out(self, handle: np.ndarray, host: np.ndarray, offset: int = 0) -> None:
     np.copyto(host.reshape(-1).view(np.uint8), handle[offset:offset + host.nbytes])
+  def prepare(self) -> None: prepare()
   def compile(self, source: str) -> 'Library':
     """A loaded shared library built from C `source` (through the disk cache; a big cold program in two tiers)."""
     return load_library(source)

@@ -226,6 +226,7 @@ def lower(device, params: list, outs: list) -> Lowering:
   >>> [k.name for k in st.kernels]
   ['k0_reduce_sum']
   """
+  device.prepare()                    # (the CPU's compiler probe runs beside the passes)
   st = Lowering(device, list(params), list(outs))
   obs = observer
   for name, fn in PASSES:

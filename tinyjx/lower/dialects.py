@@ -93,6 +93,7 @@ static inline float tjx_bf16(float x) {
 
 class OpenCLRenderer(CRenderer):
   """OpenCL C for the CL device (see the module doc)."""
+  matmul_prefix = ""
   kernel_head = "__kernel __attribute__((reqd_work_group_size({x}, {y}, {z}))) void"   # launched in groups of that size
   short_loop_guard = ""   # the GCC bug that TJX_KEEP_LOOP keeps away is the C compiler's
   type_names = {**TYPES, dtypes.bool_: 'uchar', dtypes.float16: 'ushort'}

@@ -219,6 +219,14 @@ MATMUL = r"""/* matmul: the micro-kernel keeps an MR x NR tile of results in 2 x
 #define TJX_CONTRACT_FN __attribute__((optimize("O3", "fp-contract=fast")))
 #define TJX_CONTRACT_BODY
 #endif
+/* The rest of a matmul kernel (packing, the stores and the epilogue) is elementwise, with no sum to reorder: in a
+   quick build (devices/cpu.py tiers, -DTJX_QUICK) GCC compiles it at -Og, in about a third of -O1's time, and its
+   results are the optimized build's, bit for bit. */
+#if defined(TJX_QUICK) && defined(__GNUC__) && !defined(__clang__)
+#define TJX_PACKING_FN __attribute__((optimize("Og")))
+#else
+#define TJX_PACKING_FN
+#endif
 static inline void* tjx_alloc(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64 + 64); }
 #if defined(__GNUC__) && !defined(__clang__)
 #define TJX_UNROLL4 _Pragma("GCC unroll 4")

@@ -26,6 +26,7 @@ from tinyjx.lower.index import Loop, Decl, Update, Store, Sort, Matmul, Kernel, 
 from tinyjx.lower import symbolic as sym
 from tinyjx.lower.prelude import C_PRELUDE, SET_THREADS
 from tinyjx.lower.matmul import MatmulEmitter
+from tinyjx.lower.optimize import is_matmul
 
 TYPES = {dtypes.bool_: '_Bool', dtypes.int8: 'int8_t', dtypes.int16: 'int16_t', dtypes.int32: 'int32_t',
          dtypes.int64: 'int64_t', dtypes.uint8: 'uint8_t', dtypes.uint16: 'uint16_t', dtypes.uint32: 'uint32_t',
@@ -68,6 +69,7 @@ UNIT = "/* tjx:unit */"   # where CRenderer.render's text may be cut into transl
 class CRenderer(MatmulEmitter):
   """C for the CPU device (OpenMP for the parallel loop)."""
   kernel_prefix = "static void"
+  matmul_prefix = "TJX_PACKING_FN "    # before a matmul kernel's prefix (C only: prelude.py MATMUL)
   buffer_qualifier = "restrict"
   type_names = TYPES
   prelude_extra = ""
@@ -125,7 +127,8 @@ class CRenderer(MatmulEmitter):
     self.depth: dict = {}
     self.ntmp = 0
     self.grid = {id(l): d for d, l in enumerate(reversed(getattr(k, 'grid', [])))}   # loop -> work item dimension
-    lines = [f"{self.kernel_prefix} {k.name}({self.kernel_params(k)}) {{", *self.kernel_prologue(k)]
+    prefix = (self.matmul_prefix if is_matmul(k) else "") + self.kernel_prefix
+    lines = [f"{prefix} {k.name}({self.kernel_params(k)}) {{", *self.kernel_prologue(k)]
     self.scopes: list[Scope] = [Scope(lines, "  ")]
     self.block(k.body, lines, 1)
     lines.append("}")
