@@ -448,3 +448,24 @@ def test_a_fused_update_with_many_buffers_is_vectorized_inside_its_parallel_loop
   assert res.returncode == 0, res.stderr
   loop = next(i for i, ln in enumerate(st.source.splitlines(), 1) if ln.strip().startswith("for (int64_t i1 = 0;"))
   assert f"k.c:{loop}:" in res.stderr and "loop vectorized" in res.stderr, (loop, res.stderr[-2000:])
+
+@pytest.mark.parametrize('dt', [np.float32, np.float64])
+def test_a_vectorized_max_keeps_its_nan_in_a_flag(cpu, dt):
+  """A max or min reduction vectorizes as a max that lets a NaN fall out plus an int flag that remembers one
+  (render.py `simd_reduction`), and the flag sets the result after the loop. A NaN anywhere in a row (first, last,
+  the only one, every element, in the second of two reduced axes, where the inner loop runs once per outer
+  value) gives NaN; rows without one give numpy's max and min."""
+  rng = np.random.default_rng(3)
+  x = rng.standard_normal((7, 9, 130)).astype(dt)
+  x[1, 0, 0] = x[2, 8, 129] = x[3, 4, 77] = np.nan
+  x[4] = np.nan
+  x[5, 3, 5] = np.inf
+  x[6, 2, 9] = -np.inf
+  with tinyjx.Context(JAX_ENABLE_X64=True, TINYJX_DEVICE='CPU'):
+    f = tinyjx.jit(lambda a: (jnp.max(a, axis=2), jnp.min(a, axis=2), jnp.max(a, axis=(1, 2)), jnp.min(a, axis=(1, 2)),
+                              jnp.max(a, axis=(0, 2))))
+    got = [np.asarray(g) for g in f(x)]
+    src = f.lower(x).compile().executable.source
+  assert "reduction(|:" in src and f"tjx_fmax_{'f32' if dt is np.float32 else 'f64'}" in src
+  want = [np.max(x, axis=2), np.min(x, axis=2), np.max(x, axis=(1, 2)), np.min(x, axis=(1, 2)), np.max(x, axis=(0, 2))]
+  for g, w in zip(got, want): np.testing.assert_array_equal(g, w)
