@@ -180,6 +180,22 @@ def test_replayed_calls_give_fresh_correct_outputs_and_count_hits():
   assert p1.uop is not p2.uop and p1.uop.op is tinyjx.uop.Ops.BUFFER   # the node, made on demand, owns the buffer
   close(jnp.sin(p2) + s1, np.sin(np.asarray(x) * np.asarray(y)) + np.asarray(x) + 1)   # results feed eager code
 
+@needs_replay
+def test_a_replayed_result_answers_without_making_its_node():
+  """block_until_ready, shape, dtype, ndim and np.asarray on a hit-path result read its Buffer: the BUFFER node
+  (a graph leaf with a finalizer, about 10 us) is made only when the result goes into a graph."""
+  x = arr(8)
+  f = hot(tinyjx.jit(lambda x: (x * 2, (x + 1).sum())), x)
+  (p, s) = f(x)
+  assert p.block_until_ready() is p and (p.shape, p.dtype, p.ndim, s.shape) == ((8,), tinyjx.dtypes.float32, 1, ())
+  close(p, np.asarray(x) * 2); close(s, (np.asarray(x) + 1).sum())
+  assert float(s) == pytest.approx(float((np.asarray(x) + 1).sum()), rel=1e-6)
+  assert p._uop is None and s._uop is None                  # still no node
+  view = np.asarray(p)
+  assert not view.flags.writeable
+  close(p + 1, np.asarray(x) * 2 + 1)                       # into a graph: now the node is made
+  assert p._uop is not None and p._uop.op is tinyjx.uop.Ops.BUFFER
+
 @pytest.mark.parametrize('other', [lambda: arr(6), lambda: jnp.asarray(np.arange(5, dtype=np.int32)),
                                    lambda: arr(5, 1), lambda: tinyjx.jit(lambda: jnp.float32(2.0) * 2)()],
                          ids=['shape', 'dtype', 'rank', 'weak'])

@@ -173,12 +173,13 @@ class Array:
     return buffers[self._uop.arg[0]] if self._uop.op is Ops.BUFFER else None
 
   # --- aval ---
+  # (a hit-path result answers from its Buffer: reading its shape does not make its BUFFER node)
   @property
-  def shape(self) -> tuple: return self.uop.shape
+  def shape(self) -> tuple: return self._buffer.shape if self._uop is None else self._uop.shape
   @property
-  def dtype(self) -> DType: return self.uop.dtype
+  def dtype(self) -> DType: return self._buffer.dtype if self._uop is None else self._uop.dtype
   @property
-  def ndim(self) -> int: return len(self.uop.shape)
+  def ndim(self) -> int: return len(self.shape)
   @property
   def size(self) -> int: return self.uop.size
   @property
@@ -195,8 +196,11 @@ class Array:
     (b,) = realize_uops([self.uop], operation)
     if 'TAG' not in self.uop.flags: self.uop = b
     return self
-  def block_until_ready(self) -> 'Array': return self.realize("block_until_ready()")
+  def block_until_ready(self) -> 'Array':
+    if self._uop is None: return self      # a computed result of jit's hit path: its buffer holds the value already
+    return self.realize("block_until_ready()")
   def concrete_numpy(self, operation: str) -> np.ndarray:
+    if self._uop is None: return self._buffer.numpy()     # a computed result of jit's hit path
     (b,) = realize_uops([self.uop], operation)
     if 'TAG' not in self.uop.flags: self.uop = b
     return buffers[b.arg[0]].numpy()
