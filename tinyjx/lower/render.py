@@ -121,7 +121,7 @@ class CRenderer(MatmulEmitter):
   # --- kernels ---
   def kernel(self, k: Kernel) -> str:
     self.uses = _count_uses(k.body)
-    self.nan_flags: dict = {}      # accumulator -> the C name of its NaN flag (simd_reduction)
+    self.nan_flags: set = set()    # accumulators whose NaN is kept in a flag, `<acc>_nan` (simd_reduction)
     self.narrow_sums = k.narrow_sums
     self.written = {g.arg for g in k.args if g.arg in k.outs}
     self.deps: dict = {}
@@ -148,7 +148,7 @@ class CRenderer(MatmulEmitter):
     if not pragma and self.short_loop_guard and self.loops_open and s.acc is None and s.size <= SHORT_LOOP:
       pragma = pad + self.short_loop_guard      # see TJX_KEEP_LOOP in the prelude: a compiler bug kept away
     v = self.name(s.var)
-    flag = [f"{pad}int {self.nan_flags[s.acc]} = {self.name(s.acc)} != {self.name(s.acc)};"] \
+    flag = [f"{pad}int {self.name(s.acc)}_nan = {self.name(s.acc)} != {self.name(s.acc)};"] \
       if pragma and s.acc in self.nan_flags else []
     return flag + ([pragma] if pragma else []) + [f"{pad}for (int64_t {v} = 0; {v} < {s.size}; {v}++) {{"]
 
@@ -167,7 +167,7 @@ class CRenderer(MatmulEmitter):
       self.loops_open -= 1
       self.scopes.pop()
       lines.append(f"{pad}}}")
-      if s.acc in self.nan_flags: lines.append(f"{pad}if ({self.nan_flags[s.acc]}) {self.name(s.acc)} = NAN;")
+      if s.acc in self.nan_flags: lines.append(f"{pad}if ({self.name(s.acc)}_nan) {self.name(s.acc)} = NAN;")
     elif isinstance(s, Decl):
       self.scopes[-1].defines.add(s.acc)
       t, name = self.acc_type(s.acc), self.name(s.acc)
@@ -177,10 +177,10 @@ class CRenderer(MatmulEmitter):
     elif isinstance(s, Update):
       v = self.expr(s.value)
       ref = self.name(s.acc) if s.at is None else f"{self.name(s.acc)}[{self.expr(s.at)}]"
-      if s.acc in self.nan_flags and s.at is None:    # a max or min that keeps its NaN in a flag (simd_reduction)
+      if s.acc in self.nan_flags:    # a max or min that keeps its NaN in a flag (simd_reduction)
         cmp = '>' if s.acc.arg[1] is Ops.MAX else '<'
         lines.append(f"{pad}{{ const {self.type_names[s.acc.dtype]} v = {v}; {ref} = {ref} {cmp} v ? {ref} : v; "
-                     f"{self.nan_flags[s.acc]} |= v != v; }}")
+                     f"{ref}_nan |= v != v; }}")
       else: lines.append(f"{pad}{ref} = {self.binary(s.acc.arg[1], s.acc.dtype, ref, v)};")
     elif isinstance(s, Store):
       idx, v = self.expr(s.idx), self.expr(s.value)
@@ -215,9 +215,9 @@ class CRenderer(MatmulEmitter):
     elif acc.arg[1] in (Ops.MAX, Ops.MIN) and all(isinstance(s, Update) and s.at is None for s in loop.body):
       # a max (min) that lets a NaN fall out, and an int flag that remembers one: the loop's dependent chain is
       # one compare-and-select, not the three of a NaN-propagating max; the flag sets the result after the loop
-      self.nan_flags[acc] = f"{self.name(acc)}_nan"
-      name = self.name(acc)
-      return f"#pragma omp simd reduction(tjx_f{acc.arg[1].name.lower()}_{SUFFIX[acc.dtype]}:{name}) reduction(|:{name}_nan)"
+      self.nan_flags.add(acc)
+      name, fn = self.name(acc), f"tjx_f{acc.arg[1].name.lower()}_{SUFFIX[acc.dtype]}"
+      return f"#pragma omp simd reduction({fn}:{name}) reduction(|:{name}_nan)"
     else: op = f"tjx_{acc.arg[1].name.lower()}_{SUFFIX[acc.dtype]}"
     return f"#pragma omp simd reduction({op}:{self.name(acc)})"
 
