@@ -385,7 +385,7 @@ def test_convolutions_read_their_windows_in_place_and_match_the_python_device(cp
       source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(x, w)).source
       with tinyjx.Context(TINYJX_DEVICE='CPU'): got = [np.asarray(a) for a in tinyjx.jit(f)(x, w)]
       with tinyjx.Context(TINYJX_DEVICE='PYTHON'): want = [np.asarray(a) for a in tinyjx.jit(f)(x, w)]
-    assert 'tjx_mmd_' in source, how
+    assert 'tjx_mmd_f' in source, how
     assert ('koff + k0' in source) == ('chunked' in how), how
     for g, v in zip(got, want):
       np.testing.assert_allclose(g, v, rtol=tol, atol=tol * np.abs(v).max(), err_msg=f"{how} {dt.__name__}")
@@ -419,6 +419,55 @@ def test_a_chunked_direct_matmul_does_not_depend_on_the_thread_count(cpu):
     with tinyjx.Context(TINYJX_THREADS=threads, TINYJX_DEVICE='CPU'): outs.append(np.asarray(f(x, w, g)))
   assert all((o == outs[0]).all() for o in outs)
   assert 'koff + k0' in cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(x, w, g)).source
+
+EDGES = (1, 7, 31, 33, 255, 257)
+
+@pytest.mark.parametrize('m, k, n', sorted({(e, 33, 257) for e in EDGES} | {(255, e, 31) for e in EDGES[1:]} |
+                                           {(31, 257, e) for e in EDGES}))
+def test_a_small_x_read_in_place_by_rows_matches_numpy(cpu, m, k, n):
+  """A small x contiguous along the contraction is not packed: the micro-kernel reads its rows in place (plan
+  `x_rows`, `TJX_MICRO_ROWS`), padding rows of the last block reading the last row. Every tile edge, float32 and
+  float64, y transposed or not, with a fused epilogue, gives numpy's result."""
+  from tinyjx.lower import optimize
+  rng = np.random.default_rng(m * 7 + k * 3 + n)
+  for dt, tol in ((np.float32, 1e-4), (np.float64, 1e-11)):
+    a, b = rng.standard_normal((m, k)).astype(dt), rng.standard_normal((k, n)).astype(dt)
+    want = a.astype(np.float64) @ b
+    cases = [(lambda a, b: a @ b, b, want), (lambda a, bt: jnp.tanh(a @ bt.T) * 2.0, b.T.copy(), np.tanh(want) * 2)]
+    with tinyjx.Context(JAX_ENABLE_X64=True, TINYJX_DEVICE='CPU'):
+      for f, y, ref in cases:
+        source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(a, y)).source
+        matmul = m > 1 and n > 1 and m * n * k >= optimize.MATMUL_MIN_WORK and k >= optimize.MATMUL_MIN_K
+        small = a.nbytes <= optimize.ROWS_IN_PLACE       # (one row or one column: a matrix-vector loop, no matmul)
+        assert ('tjx_mmr_f' in source) == (matmul and small) and ('tjx_mm_f' in source) == (matmul and not small)
+        np.testing.assert_allclose(np.asarray(tinyjx.jit(f)(a, y)), ref, rtol=tol, atol=tol * np.sqrt(k),
+                                   err_msg=dt.__name__)
+
+def test_rows_in_place_with_a_batch_and_two_row_and_contraction_variables(cpu):
+  """x's row part may be several variables (einsum rows a, b) and a batch loop's; its contraction part several
+  variables whose flat index walks each row in order; an x transposed (strided along the contraction) is packed."""
+  rng = np.random.default_rng(3)
+  x3, w = rng.standard_normal((5, 7, 33)).astype(np.float32), rng.standard_normal((33, 40)).astype(np.float32)
+  xb, yb = rng.standard_normal((3, 31, 65)).astype(np.float32), rng.standard_normal((3, 65, 33)).astype(np.float32)
+  x2k, y2k = rng.standard_normal((37, 4, 9)).astype(np.float32), rng.standard_normal((4, 9, 70)).astype(np.float32)
+  xt = rng.standard_normal((33, 50)).astype(np.float32)
+  cases = [(lambda x, w: jnp.einsum('abk,kn->abn', x, w), (x3, w), np.einsum('abk,kn->abn', x3, w), True),
+           (lambda x, y: x @ y, (xb, yb), xb @ yb, True),
+           (lambda x, y: jnp.einsum('mab,abn->mn', x, y), (x2k, y2k), np.einsum('mab,abn->mn', x2k, y2k), True),
+           (lambda x, w: x.T @ w, (xt, w), xt.T @ w, False)]
+  for f, args, want, rows in cases:
+    source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(*args)).source
+    assert ('tjx_mmr_f' in source) == rows
+    with tinyjx.Context(TINYJX_DEVICE='CPU'): got = np.asarray(tinyjx.jit(f)(*args))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * 8)
+
+def test_the_rows_in_place_plan_follows_the_size_of_x():
+  """x is read in place while it fits ROWS_IN_PLACE (256 KB: it stays in L2 while every panel of y passes)."""
+  from tinyjx.lower import optimize
+  for m, k, want in ((255, 31, True), (256, 256, True), (300, 300, False)):
+    _, mm = _planned(_matmul_kernel("k0", m, 33, (k,)), 32)
+    assert mm.plan.x_rows is want, (m, k)
+  assert optimize.plan_matmul(256, 256, 256, F32, 256, 32).x_rows is False       # x not known to be rows in place
 
 def test_a_fused_update_with_many_buffers_is_vectorized_inside_its_parallel_loop(cpu, tmp_path):
   """An Adam-style update (five inputs, three outputs: 15 pairs of buffers that may overlap) in a loop big enough

@@ -9,8 +9,9 @@ of its outermost variable, summing into a per-thread row of tiles; a split plan 
 work, in a fixed number of groups added in order, so results do not depend on the thread count. Packing walks
 the kernel's own loop variables, so a view's index arithmetic stays affine. A direct plan (x a sliding window,
 a convolution's) never packs x: the micro-kernel `TJX_MICRO_DIRECT` reads it in place at roff[row] + koff[k],
-two tables of the row and contraction parts of its affine index. Every number is the plan's: nothing here decides
-a size.
+two tables of the row and contraction parts of its affine index. A rows plan (`x_rows`: a small x whose rows
+are contiguous along the contraction) never packs x either: `TJX_MICRO_ROWS` reads row r at roff[r] + k. Every
+number is the plan's: nothing here decides a size.
 """
 from __future__ import annotations
 import math
@@ -42,6 +43,15 @@ def _split_index(idx: UOp) -> tuple[UOp, UOp] | None:
 def _unit_stride(part: UOp, name: str) -> bool:
   """`part` (a column part of a store's index) moves by one element when template variable `name` does."""
   return any(a.op is Ops.SPECIAL and a.arg[0] == name and c == 1 for a, c in sym.linear(part)[0].items())
+
+def _index_parts(s: Matmul) -> tuple[UOp, UOp]:
+  """x's affine index as (contraction part, row part): the terms in the contraction variables, and the rest."""
+  terms, const = sym.linear(s.x.src[1])
+  kpart, rpart = sym.const(0), sym.const(const)
+  for v, c in terms.items():
+    if v in s.kvars: kpart = sym.add(kpart, sym.mul(v, c))
+    else: rpart = sym.add(rpart, sym.mul(v, c))
+  return kpart, rpart
 
 class MatmulEmitter:
   """Mixed into the C renderer: `matmul(stmt, lines, pad)` and its parts. Uses the renderer's `expr`, `name`,
@@ -104,6 +114,7 @@ class MatmulEmitter:
     in cache, and no buffer the size of the big operand is ever written). A chunked contraction runs groups of
     panels (`grouped_chunks`). Every decision is the plan's."""
     if s.plan.direct: return self.matmul_direct(s, lines, pad)
+    if s.plan.x_rows: return self.matmul_rows(s, lines, pad)
     plan, t = s.plan, self.type_names[s.dtype]
     mr, nr, micro = plan.mr, plan.nr, self.micro_kernel(s)
     panels_of_x, chunked = plan.x_panels, plan.chunked
@@ -191,11 +202,7 @@ class MatmulEmitter:
     plan, t = s.plan, self.type_names[s.dtype]
     mr, nr = plan.mr, plan.nr
     p2 = pad + "    "
-    terms, const = sym.linear(s.x.src[1])
-    kpart, rpart = sym.const(0), sym.const(const)
-    for v, c in terms.items():
-      if v in s.kvars: kpart = sym.add(kpart, sym.mul(v, c))
-      else: rpart = sym.add(rpart, sym.mul(v, c))
+    kpart, rpart = _index_parts(s)
     rows = plan.chunk * (s.k // s.kvars[0].arg[1])            # contraction rows of y packed at a time
     lines += [f"{pad}{{",
               f"{pad}  const int64_t M = {s.m}, N = {s.n}, K = {s.k};",
@@ -250,21 +257,49 @@ class MatmulEmitter:
     self.tile_store(s, lines, p + "  ", "ib", "sb", t)
     lines.append(f"{p}}}")
 
+  def matmul_rows(self, s: Matmul, lines: list, pad: str) -> None:
+    """x read in place (plan `x_rows`: small, each row K consecutive elements): a table of every row's offset,
+    then the parallel loop over panels of y, each packed and run against every block of rows of x by
+    `TJX_MICRO_ROWS`. No pass packs x, so no barrier waits for one."""
+    plan, t = s.plan, self.type_names[s.dtype]
+    mr, nr, p2, p3 = plan.mr, plan.nr, pad + "    ", pad + "      "
+    micro = self.micro_kernel(s)
+    lines += [f"{pad}{{",
+              f"{pad}  const int64_t M = {s.m}, N = {s.n}, K = {s.k};",
+              f"{pad}  const int64_t NB = (N + {nr - 1}) / {nr}, MB = (M + {mr - 1}) / {mr};",
+              f"{pad}  int64_t* roff = tjx_alloc(MB * {mr} * sizeof(int64_t));",
+              f"{pad}  for (int64_t q = 0; q < MB * {mr}; q++) {{"]
+    self.row_offset(s, _index_parts(s)[1], lines, pad + "    ", "q")
+    lines += [f"{pad}  }}", f"#pragma omp parallel if({int(s.parallel)})", f"{pad}  {{",
+              f"{pad}  {t}* panel = tjx_alloc({nr} * K * sizeof({t}));",
+              "#pragma omp for schedule(static)",
+              f"{pad}  for (int64_t bb = 0; bb < NB; bb++) {{", f"{p2}{t}* dst = panel;"]
+    self.pack_panel(s, 'b', lines, p2)
+    lines += [f"{p2}for (int64_t sb = 0; sb < MB; sb++) {{",
+              f"{p3}{t} c[{mr * nr}] __attribute__((aligned(64)));",
+              f"{p3}{micro}(K, b{s.x.src[0].arg}, roff + sb * {mr}, panel, c, 0);"]
+    self.tile_store(s, lines, p3, "sb", "bb", t)
+    lines += [f"{p2}}}", f"{pad}  }}", f"{pad}  free(panel);", f"{pad}  }}", f"{pad}  free(roff);", f"{pad}}}"]
+
   def row_offsets(self, s: Matmul, rpart: UOp, lines: list, p: str) -> None:
-    """`roff`: the row part of x's address for each row of block ib (a padding row past the last one reads the last
-    row; its results are never stored)."""
+    """`roff`: the row part of x's address for each row of block ib."""
+    lines += [f"{p}int64_t roff[{s.plan.mr}];", f"{p}for (int64_t q = 0; q < {s.plan.mr}; q++) {{"]
+    self.row_offset(s, rpart, lines, p + "  ", f"ib * {s.plan.mr} + q")
+    lines.append(f"{p}}}")
+
+  def row_offset(self, s: Matmul, rpart: UOp, lines: list, p: str, row: str) -> None:
+    """roff[q] = the row part of x's address at row `row` (a C expression); a padding row past the last one reads
+    the last row (its results are never stored)."""
     sizes = [v.arg[1] for v in s.ivars]
-    lines += [f"{p}int64_t roff[{s.plan.mr}];", f"{p}for (int64_t q = 0; q < {s.plan.mr}; q++) {{",
-              f"{p}  const int64_t r = ib * {s.plan.mr} + q < M ? ib * {s.plan.mr} + q : M - 1;"]
+    lines.append(f"{p}const int64_t r = {row} < M ? {row} : M - 1;")
     for d, v in enumerate(s.ivars):
       stride, part = math.prod(sizes[d + 1:]), "r"
       if stride > 1: part = f"(r / {stride})"
       if d > 0: part = f"({part} % {sizes[d]})"
-      lines.append(f"{p}  const int64_t {self.name(v)} = {part};")
-    self.push_scope(lines, p + "  ", set(s.ivars))
-    lines.append(f"{p}  roff[q] = {self.expr(rpart)};")
+      lines.append(f"{p}const int64_t {self.name(v)} = {part};")
+    self.push_scope(lines, p, set(s.ivars))
+    lines.append(f"{p}roff[q] = {self.expr(rpart)};")
     self.scopes.pop()
-    lines.append(f"{p}}}")
 
   def loop_nest(self, vars_: list, lines: list, p: str, body, first: tuple | None = None) -> None:
     """C loops over `vars_` (outermost first) around `body(pad)`, each loop a scope of its own; `first` (C bounds
@@ -352,7 +387,8 @@ class MatmulEmitter:
     """The name of the plan's micro-kernel; its instantiation is recorded in `self.micro` for `render`."""
     plan, sfx = s.plan, 'f64' if s.dtype is dtypes.float64 else 'f32'
     t, vec = self.type_names[s.dtype], f"tjx_v{sfx}_{plan.vector_bytes}"
-    name, kind = f"{sfx}_{plan.mr}x{plan.nr}", "TJX_MICRO_DIRECT" if plan.direct else "TJX_MICRO"
+    letter = 'd' if plan.direct else 'r' if plan.x_rows else ''
+    name, kind = f"{sfx}_{plan.mr}x{plan.nr}", {'d': "TJX_MICRO_DIRECT", 'r': "TJX_MICRO_ROWS"}.get(letter, "TJX_MICRO")
     self.micro.setdefault(vec, f"typedef {t} {vec} __attribute__((vector_size({plan.vector_bytes})));")
     self.micro.setdefault(f"{kind} {name}", f"{kind}({t}, {vec}, {name}, {plan.mr}, {plan.nr})")
-    return f"tjx_mm{'d' if plan.direct else ''}_{name}"
+    return f"tjx_mm{letter}_{name}"

@@ -43,6 +43,7 @@ SPLIT_GROUPS = 16                # groups of chunks of a split contraction (fixe
 WINDOW_REUSE = 4                 # an operand that reads each element this many times is a sliding window (im2col)
 DIRECT_WHOLE = 1 << 18           # bytes of packed y a direct matmul keeps in L2 (whole, or one chunk of every panel)
 DIRECT_TILES = 1 << 20           # bytes of result tiles a chunked direct matmul keeps between its chunks
+ROWS_IN_PLACE = 1 << 18          # bytes of an x read in place by rows (it stays in L2 while every panel passes)
 
 NOT_ARITHMETIC = {Ops.CONST, Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_ACC, Ops.DEFINE_GLOBAL, Ops.LOAD, Ops.INDEX}
 
@@ -96,7 +97,8 @@ def _contiguous_along(u: UOp, along: UOp, other: UOp) -> bool:
   loads = [sym.linear(n.src[1])[0] for n in toposort([u]) if n.op is Ops.LOAD and along in sym.loop_vars(n.src[1])]
   return bool(loads) and all(t.get(along) == 1 and t.get(other) != 1 for t in loads)
 
-def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int, direct: bool = False) -> MatmulPlan:
+def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int, direct: bool = False,
+                rows: bool = False) -> MatmulPlan:
   """The tiling of an (m x k) @ (k x n) contraction whose outermost contraction variable has `outer` values.
 
   Tiles are MICRO_ROWS x (two vectors). x is packed whole unless it is big and y fits in cache (then y is whole
@@ -106,6 +108,10 @@ def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int, di
   otherwise the parallel work is a `group` of up to 8 panels (keeping GROUP_WORK items), so each block of the whole
   side is read from cache once for all the group's panels.
 
+  A small x (ROWS_IN_PLACE) that is one load contiguous along the contraction (`rows`, see `_rows_in_place`) is
+  read in place, a block of rows at a time (`x_rows`): packing it would cost a pass and a barrier, and it stays in
+  cache as it is.
+
   A `direct` plan (x a sliding window that `direct_fits`) reads x in place and packs only y: whole where it is
   small enough for L2, and every block of x runs the whole contraction; otherwise the contraction runs in chunks
   (as above), outermost: each chunk of y is packed, then every block of x adds it into its row of result tiles.
@@ -113,7 +119,9 @@ def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int, di
   >>> from tinyjx import dtypes
   >>> plan_matmul(1024, 1024, 1024, dtypes.float32, 1024, 64)
   MatmulPlan(mr=12, nr=32, vector_bytes=64, x_panels=False, chunked=True, chunk=256, chunks=4, split_groups=0, \
-direct=False, group=4)
+direct=False, group=4, x_rows=False)
+  >>> plan_matmul(256, 256, 256, dtypes.float32, 256, 32, rows=True).x_rows
+  True
   """
   size, nr = dtype.itemsize, 2 * vector_bytes // dtype.itemsize
   mr = MICRO_ROWS if vector_bytes >= 64 else MICRO_ROWS_16
@@ -125,7 +133,9 @@ direct=False, group=4)
   x_panels = m * k * size > PACK_CACHE and n * k * size <= PACK_CACHE
   whole_rows, panel_rows, inner = (n, m, k // outer) if x_panels else (m, n, k // outer)
   chunked = k > 2 * KC_TARGET and outer > 1 and (whole_rows + 16) * 32 * size <= PACK_CACHE
-  if not chunked: return MatmulPlan(mr, nr, vector_bytes, x_panels, chunk=outer)
+  if not chunked:
+    in_place = rows and not x_panels and m * k * size <= ROWS_IN_PLACE
+    return MatmulPlan(mr, nr, vector_bytes, x_panels, chunk=outer, x_rows=in_place)
   per, chunks = _chunks(outer, inner)
   split = -(-panel_rows // 32) < 4 and chunks >= 4 * SPLIT_GROUPS
   if split: return MatmulPlan(mr, nr, vector_bytes, x_panels, True, per, chunks, SPLIT_GROUPS)
@@ -206,7 +216,8 @@ def _matmul_nest(k: Kernel, vector_bytes: int):
   mm = Matmul(si.arg[1], sj.arg[1], kn, x, y, new_store, acc.dtype,
               x_k_inner=_contiguous_along(x, kv[-1], iv[-1]), y_k_inner=_contiguous_along(y, kv[-1], jv[-1]),
               ivars=iv, jvars=jv, kvars=kv,
-              plan=plan_matmul(si.arg[1], sj.arg[1], kn, acc.dtype, red[0].size, vector_bytes, direct))
+              plan=plan_matmul(si.arg[1], sj.arg[1], kn, acc.dtype, red[0].size, vector_bytes, direct,
+                               not direct and _rows_in_place(x, kv, acc.dtype)))
   batch = [Loop(l.var) for l in loops if l.var not in iv and l.var not in jv]
   stmts: list = [mm]
   for b in reversed(batch): stmts = [Loop(b.var, stmts)]
@@ -224,6 +235,18 @@ def _orientation(x: UOp, y: UOp, iv: list, jv: list, kv: list, dtype, vector_byt
   if window.dtype is not dtype: return False, False
   m, n, k = (math.prod(v.arg[1] for v in vs) for vs in (rows, cols, kv))
   return direct_fits(m, n, k, kv[0].arg[1], dtype, vector_bytes), swap
+
+def _rows_in_place(x: UOp, kv: list, dtype) -> bool:
+  """x is one unmasked load of `dtype` at an index affine in loop variables whose contraction part is the flat
+  contraction index (each row is K consecutive elements), so the micro-kernel can read its rows in place."""
+  if x.op is not Ops.LOAD or len(x.src) != 2 or x.dtype is not dtype: return False
+  terms, _ = sym.linear(x.src[1])
+  if not all(v.op is Ops.RANGE for v in terms): return False
+  stride = 1
+  for v in reversed(kv):
+    if terms.get(v) != stride: return False
+    stride *= v.arg[1]
+  return True
 
 def _max_var(stmts: list) -> int:
   out = -1

@@ -243,10 +243,10 @@ static inline void* tjx_alloc(size_t n) { return aligned_alloc(64, (n + 63) / 64
 #else
 #define TJX_UNROLL4
 #endif
-#define TJX_MICRO(T, V, N, MR, NR) \
-TJX_CONTRACT_FN TJX_MICRO_TARGET static void tjx_mm_##N(int64_t K, const T* restrict a, const T* restrict b, \
-                                                       T* restrict c, int more) { \
-  TJX_CONTRACT_BODY \
+/* The loop of every micro-kernel: the MR x NR tile in acc (continuing c's sums where `more`), then in c. X is x's
+   element at row r of the block and contraction row k; its broadcast is X - 0: x - 0 is x exactly, so it folds
+   (x + 0 turns -0 to +0). */
+#define TJX_MICRO_LOOP(V, MR, NR, X) \
   V acc[MR][2]; \
   if (more) memcpy(acc, c, sizeof acc); \
   else for (int r = 0; r < MR; r++) { acc[r][0] = (V){0}; acc[r][1] = (V){0}; } \
@@ -254,29 +254,34 @@ TJX_CONTRACT_FN TJX_MICRO_TARGET static void tjx_mm_##N(int64_t K, const T* rest
     V b0, b1; \
     memcpy(&b0, b + k * NR, sizeof(V)); memcpy(&b1, b + k * NR + NR / 2, sizeof(V)); \
     for (int r = 0; r < MR; r++) { \
-      V av = a[k * MR + r] - (V){0}; /* a broadcast: x - 0 is x exactly, so it folds (x + 0 turns -0 to +0) */ \
+      V av = (X) - (V){0}; \
       acc[r][0] += av * b0; acc[r][1] += av * b1; } } \
-  memcpy(c, acc, sizeof acc); }
-/* The same tile with x read in place (a direct matmul: x is a sliding window, never packed): row r of the block at
-   k is a[roff[r] + koff[k]]. */
+  memcpy(c, acc, sizeof acc);
+/* x packed: row r of the block at k is a[k * MR + r] */
+#define TJX_MICRO(T, V, N, MR, NR) \
+TJX_CONTRACT_FN TJX_MICRO_TARGET static void tjx_mm_##N(int64_t K, const T* restrict a, const T* restrict b, \
+                                                       T* restrict c, int more) { \
+  TJX_CONTRACT_BODY \
+  TJX_MICRO_LOOP(V, MR, NR, a[k * MR + r]) }
+/* x read in place (a direct matmul: x is a sliding window, never packed): row r of the block at k is
+   a[roff[r] + koff[k]] */
 #define TJX_MICRO_DIRECT(T, V, N, MR, NR) \
 TJX_CONTRACT_FN TJX_MICRO_TARGET static void tjx_mmd_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, \
                                                         const int64_t* restrict koff, const T* restrict b, \
                                                         T* restrict c, int more) { \
   TJX_CONTRACT_BODY \
-  V acc[MR][2]; \
   const T* row[MR]; \
   for (int r = 0; r < MR; r++) row[r] = a + roff[r]; \
-  if (more) memcpy(acc, c, sizeof acc); \
-  else for (int r = 0; r < MR; r++) { acc[r][0] = (V){0}; acc[r][1] = (V){0}; } \
-  TJX_UNROLL4 for (int64_t k = 0; k < K; k++) { \
-    const int64_t o = koff[k]; \
-    V b0, b1; \
-    memcpy(&b0, b + k * NR, sizeof(V)); memcpy(&b1, b + k * NR + NR / 2, sizeof(V)); \
-    for (int r = 0; r < MR; r++) { \
-      V av = row[r][o] - (V){0}; \
-      acc[r][0] += av * b0; acc[r][1] += av * b1; } } \
-  memcpy(c, acc, sizeof acc); }
+  TJX_MICRO_LOOP(V, MR, NR, row[r][koff[k]]) }
+/* x read in place along its rows (a small x that stays in cache, never packed): row r of the block at k is
+   a[roff[r] + k] */
+#define TJX_MICRO_ROWS(T, V, N, MR, NR) \
+TJX_CONTRACT_FN TJX_MICRO_TARGET static void tjx_mmr_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, \
+                                                        const T* restrict b, T* restrict c, int more) { \
+  TJX_CONTRACT_BODY \
+  const T* row[MR]; \
+  for (int r = 0; r < MR; r++) row[r] = a + roff[r]; \
+  TJX_MICRO_LOOP(V, MR, NR, row[r][k]) }
 """
 
 SORT = r"""/* stable merge sort of row indices by key; NaN sorts last ascending and first descending (numpy's order) */
