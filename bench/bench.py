@@ -2,23 +2,23 @@
 
 Run from the repository root: `python bench/bench.py`, or with a Python that has JAX and PyTorch installed (a
 test-only virtual environment, never a dependency: `pip install jax torch==2.13.0`) to add them. A peer that is not
-installed is said so and skipped.
-Prints one table, a row per workload of issue 13 (W1-W7, and fft2): the median time per library (each library
-timed in a process of its own, the best of two turns), tinyjx's speedup over numpy and over the best peer (above 1:
-faster), tinyjx's GFLOP/s where the flop count is well defined and its GB/s (the bytes the workload must read and
-write, at least) for the memory-bound rows, and the issue's bar with the ratio it is judged on and whether it is met
-(`yes`, `no`, or `?` where a peer it needs is not installed). The `limit` column is the machine's, measured in
-tinyjx's worker beside it: for W1 a C loop on two threads that reads W1's three inputs and writes its output (the
-memory stream of the same bytes, timed alternately with tinyjx's calls), for the W2 matmuls the time of their flops
-at the float32 FMA peak measured by a C loop on all cores (the bar prints that peak and tinyjx's share of it); both
-are built by tinyjx's CPU toolchain. W5 is examples/mnist.py's CNN step (batch 128,
-Adam) against first_call.py's JAX version and mnist_torch.py's PyTorch model; W6 is `vmap(grad(loss))` of a linear
-1024-to-10 model over 256 examples (torch.func for PyTorch). The W7 row is 1000 calls of a jitted `x + 1` on a
-one-element array: its milliseconds are microseconds per call. Then W8: the first call of the jitted MLP training
-step in a fresh process, with a cold and with a warm disk cache, and JAX's; W9 (the CNN step's and the evaluation's
-first calls, tens of seconds of compiling) is bench/first_call.py's. Options: `--quick` (fewer repeats, the whole
-table in a few minutes), `--only NAME`, `--no-first-call`, `--device CPU|CL|CUDA` (where tinyjx runs: its inputs
-are put on that device and its jitted functions run there; numpy and the peers are unchanged).
+installed is said so and skipped. Prints one table, a row per workload of issue 13 (W1-W7, and fft2): the median time
+per library (each library timed in a process of its own, the best of two turns), tinyjx's speedup over numpy and over
+the best peer (above 1: faster), tinyjx's GFLOP/s where the flop count is well defined and its GB/s (the bytes the
+workload must read and write, at least) for the memory-bound rows, and the issue's bar with the ratio it is judged on
+and whether it is met (`yes`, `no`, or `?` where a peer it needs is not installed). The `limit` column is the
+machine's, measured in tinyjx's worker beside it: for W1 a C loop on two threads that reads W1's three inputs and
+writes its output (the memory stream of the same bytes, timed alternately with tinyjx's calls), for the W2 matmuls the
+time of their flops at the float32 FMA peak measured by a C loop on all cores (the bar prints that peak and tinyjx's
+share of it); both are built by tinyjx's CPU toolchain. Below the table, W1's floor: the same loop with streaming
+stores (about the least time in which a program can move W1's bytes), against the time W1's bar asks for. W5 is
+examples/mnist.py's CNN step (batch 128, Adam) against first_call.py's JAX version and mnist_torch.py's PyTorch model;
+W6 is `vmap(grad(loss))` of a linear 1024-to-10 model over 256 examples (torch.func for PyTorch). The W7 row is 1000
+calls of a jitted `x + 1` on a one-element array: its milliseconds are microseconds per call. Then W8: the first call
+of the jitted MLP training step in a fresh process, with a cold and with a warm disk cache, and JAX's; W9 (the CNN
+step's and the evaluation's first calls, tens of seconds of compiling) is bench/first_call.py's. Options: `--quick`
+(fewer repeats, the whole table in a few minutes), `--only NAME`, `--no-first-call`, `--device CPU|CL|CUDA` (where
+tinyjx runs: its inputs are put on that device and its jitted functions run there; numpy and the peers are unchanged).
 
 Timing assertions do not belong in tests; the floors this project aims for are in the issue notes.
 """
@@ -386,6 +386,20 @@ void tjx_stream(const float* x, const float* a, const float* b, float* out, int6
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t i = 0; i < n; i++) out[i] = x[i] + a[i] + b[i];
 }
+/* W1's floor: the same bytes with streaming stores, which write the output without first reading it into the
+   cache first (a fifth less traffic than tjx_stream); `out` 32-byte aligned */
+void tjx_stream_nt(const float* x, const float* a, const float* b, float* out, int64_t n, int threads) {
+#if defined(__AVX__) && defined(__FMA__)
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < n / 8; i++)
+    _mm256_stream_ps(out + 8 * i, _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(x + 8 * i), _mm256_loadu_ps(a + 8 * i)),
+                                                _mm256_loadu_ps(b + 8 * i)));
+  _mm_sfence();
+  for (int64_t i = n / 8 * 8; i < n; i++) out[i] = x[i] + a[i] + b[i];
+#else
+  tjx_stream(x, a, b, out, n, threads);
+#endif
+}
 /* float32 multiply-adds on 12 independent vectors per thread (more than latency times ports on current cores);
    each iteration is 12 * 8 multiply-adds, 192 flops */
 double tjx_fma(int64_t iters, int threads) {
@@ -421,18 +435,21 @@ def probes():
   import ctypes
   from tinyjx.devices import cpu
   lib = cpu.load_library(PROBES)
-  lib.tjx_stream.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_int]
+  lib.tjx_stream.argtypes = lib.tjx_stream_nt.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_int]
   lib.tjx_fma.argtypes, lib.tjx_fma.restype = [ctypes.c_int64, ctypes.c_int], ctypes.c_double
   return lib
 
-def stream_probe(n: int):
+def stream_probe(n: int, streaming: bool = False):
   """W1's memory limit, a callable to time: a C loop on two threads reading three float32 arrays of `n` and writing a
-  fourth (the bytes W1 must move, into an output allocated once)."""
+  fourth (the bytes W1 must move, into an output allocated once); with `streaming`, W1's floor: the output written
+  with streaming stores."""
   lib = probes()
-  arrays = [np.ones(n, np.float32) for _ in range(4)]
+  arrays = [np.ones(n + 8, np.float32) for _ in range(4)]
+  arrays = [v[(-v.ctypes.data % 32) // 4:][:n] for v in arrays]        # 32-byte aligned (the streaming stores')
   ptrs = [v.ctypes.data for v in arrays]
+  fn = lib.tjx_stream_nt if streaming else lib.tjx_stream
   def run():
-    lib.tjx_stream(*ptrs, n, 2)
+    fn(*ptrs, n, 2)
     return arrays   # (the closure keeps the arrays alive)
   return run
 
@@ -689,7 +706,18 @@ def main() -> None:
   print(f"\ntinyjx on {args.device or 'its default device'}; {cores()} cores; limit: W1 a two-thread C stream of its "
         f"bytes, W2 its flops at the measured float32 FMA peak")
   print_table(rows)
+  print_w1_floor(rows, repeats)
   if not args.no_first_call and not args.only: print_first_call(args.device)
+
+def print_w1_floor(rows: list, repeats: int) -> None:
+  """W1's floor beside its bar: no program that reads its inputs and writes its output in memory can take less
+  than the streaming-store loop (no arithmetic at all), so a bar below it cannot be met on this machine."""
+  jax_t = next((times.get('jax') for name, times, *_ in rows if name.startswith('W1')), None)
+  if jax_t is None: return
+  floor = median_time(stream_probe(GELU_N, streaming=True), repeats)
+  print(f"W1 floor: {floor * 1e3:.2f} ms, its bytes moved by a two-thread C loop with streaming stores and no "
+        f"arithmetic; the bar, 0.7x jax, is {0.7 * jax_t * 1e3:.2f} ms" + ("" if 0.7 * jax_t >= floor else
+                                                                            ", below the floor"))
 
 def print_first_call(device: str) -> None:
   """W8: the MLP step's first call in a fresh process, cold and warm disk cache, against JAX's (cold: JAX keeps no
