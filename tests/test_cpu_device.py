@@ -245,6 +245,24 @@ def test_a_cold_big_program_runs_its_quick_build_until_it_runs_again(cpu, fresh_
   monkeypatch.setattr(comp, '_build', lambda *a: pytest.fail("built again"))
   assert comp.load_library(exe.source).final
 
+def test_a_build_never_waits_on_a_flag_probe_that_has_not_started(cpu, fresh_cache, monkeypatch):
+  """`prepare` starts the compiler-flag probe in a thread that `load_library` joins. A thread that is slow to start
+  is published only once it has started: a build in another thread meanwhile finds no probe (and asks for the flags
+  itself) instead of joining a thread that has not started, which raises."""
+  import threading, time
+  monkeypatch.setattr(comp, '_probes', {})
+  caller = threading.Thread(target=comp.prepare)        # (made before Thread is patched: it starts at once)
+  class SlowToStart(threading.Thread):
+    def start(self):
+      time.sleep(0.3)
+      super().start()
+  monkeypatch.setattr(threading, 'Thread', SlowToStart)
+  caller.start()
+  time.sleep(0.1)                                       # the probe thread exists and has not started yet
+  assert comp.load_library("int tjx_eleven(void) { return 11; }").tjx_eleven() == 11
+  caller.join()
+  assert comp._probes[comp.find_compiler()].ident is not None
+
 def test_the_quick_build_computes_the_optimized_builds_bits(cpu, fresh_cache, monkeypatch):
   """The quick tier builds at -O1, and a matmul kernel's packing and stores at -Og (prelude `TJX_PACKING_FN`):
   neither reorders a sum (a vectorized reduction is still vectorized at -O1), so a program's first call computes

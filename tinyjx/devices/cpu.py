@@ -160,8 +160,9 @@ def prepare() -> None:
     return                            # load_library raises it, with its advice, when something is built
   with _probes_lock:
     if cc in _probes: return
-    _probes[cc] = thread = threading.Thread(target=_probe, args=(cc, config.scoped()), daemon=True)
-  thread.start()
+    thread = threading.Thread(target=_probe, args=(cc, config.scoped()), daemon=True)
+    thread.start()
+    _probes[cc] = thread             # published once started: `load_library` (no lock) may join it at once
 
 def _probe(cc: str, scoped: dict) -> None:
   try:
