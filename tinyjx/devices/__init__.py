@@ -55,7 +55,8 @@ class Backend:
   host_memory = False
 
   def prepare(self) -> None:
-    """Optional: start one-time toolchain set-up in the background; the lowering calls it before its first pass."""
+    """Optional: start one-time toolchain set-up in the background; jit calls it on a cache miss before tracing, and
+    the lowering before its first pass."""
   def __init__(self, name: str):
     self.name = name
     self.index = int(name.split(':')[1]) if ':' in name else 0

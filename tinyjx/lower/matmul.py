@@ -112,9 +112,10 @@ class MatmulEmitter:
     """One side is packed whole first; the other is packed a panel at a time inside the parallel loop over its
     blocks, right before the micro-kernel runs that panel against every block of the first (the panel stays
     in cache, and no buffer the size of the big operand is ever written). A chunked contraction runs groups of
-    panels (`grouped_chunks`). Every decision is the plan's."""
+    panels (`grouped_chunks`). With `x_rows` nothing is packed whole: x is read in place through a table of its
+    rows' offsets (`TJX_MICRO_ROWS`), so no packing pass and no barrier come before the panels' loop. Every
+    decision is the plan's."""
     if s.plan.direct: return self.matmul_direct(s, lines, pad)
-    if s.plan.x_rows: return self.matmul_rows(s, lines, pad)
     plan, t = s.plan, self.type_names[s.dtype]
     mr, nr, micro = plan.mr, plan.nr, self.micro_kernel(s)
     panels_of_x, chunked = plan.x_panels, plan.chunked
@@ -125,20 +126,27 @@ class MatmulEmitter:
     outer, inner = s.kvars[0].arg[1], s.k // s.kvars[0].arg[1]
     ib, jb = ("bb", "sb") if panels_of_x else ("sb", "bb")
     wptr = f"{wbuf} + sb * {wblk} * K" + (f" + k0 * {wblk}" if chunked else "")
+    if plan.x_rows: wbuf, wptr = 'roff', f"b{s.x.src[0].arg}, roff + sb * {mr}"   # x in place: a table of its rows
     a_ptr, b_ptr = ("panel", wptr) if panels_of_x else (wptr, "panel")
     lines += [f"{pad}{{",
               f"{pad}  const int64_t M = {s.m}, N = {s.n}, K = {s.k};",
-              f"{pad}  const int64_t NB = (N + {nr - 1}) / {nr}, MB = (M + {mr - 1}) / {mr};",
-              f"{pad}  {t}* {wbuf} = tjx_alloc({'MB' if wbuf == 'pa' else 'NB'} * {wblk} * K * sizeof({t}));",
-              *([f"{pad}  {t}* parts = tjx_alloc({plan.split_groups} * MB * NB * {mr * nr} * sizeof({t}));"]
+              f"{pad}  const int64_t NB = (N + {nr - 1}) / {nr}, MB = (M + {mr - 1}) / {mr};"]
+    if plan.x_rows:
+      lines += [f"{pad}  int64_t* roff = tjx_alloc(MB * {mr} * sizeof(int64_t));",
+                f"{pad}  for (int64_t q = 0; q < MB * {mr}; q++) {{"]
+      self.row_offset(s, _index_parts(s)[1], lines, pad + "    ", "q")
+      lines.append(f"{pad}  }}")
+    else: lines.append(f"{pad}  {t}* {wbuf} = tjx_alloc({'MB' if wbuf == 'pa' else 'NB'} * {wblk} * K * sizeof({t}));")
+    lines += [*([f"{pad}  {t}* parts = tjx_alloc({plan.split_groups} * MB * NB * {mr * nr} * sizeof({t}));"]
                 if plan.split_groups else []),
               f"#pragma omp parallel if({int(s.parallel)})",
               f"{pad}  {{"]
-    lines += ["#pragma omp for schedule(static)", f"{pad}  for (int64_t bb = 0; bb < {other}; bb++) {{",
-              f"{p2}{t}* dst = {wbuf} + bb * {wblk} * K;"]
-    self.pack_panel(s, whole, lines, p2)
-    lines += [f"{pad}  }}",
-              f"{pad}  {t}* panel = tjx_alloc({plan.group * pblk} * {plan.chunk * inner} * sizeof({t}));"]
+    if not plan.x_rows:                                                   # the whole side, packed first
+      lines += ["#pragma omp for schedule(static)", f"{pad}  for (int64_t bb = 0; bb < {other}; bb++) {{",
+                f"{p2}{t}* dst = {wbuf} + bb * {wblk} * K;"]
+      self.pack_panel(s, whole, lines, p2)
+      lines.append(f"{pad}  }}")
+    lines.append(f"{pad}  {t}* panel = tjx_alloc({plan.group * pblk} * {plan.chunk * inner} * sizeof({t}));")
     chunk = (outer, plan.chunk, inner)
     if plan.split_groups:
       self.split_k(s, lines, pad, part, a_ptr, b_ptr, t, chunk, ib, jb)
@@ -256,30 +264,6 @@ class MatmulEmitter:
               f"{p}  const {t}* c = {tiles};"]
     self.tile_store(s, lines, p + "  ", "ib", "sb", t)
     lines.append(f"{p}}}")
-
-  def matmul_rows(self, s: Matmul, lines: list, pad: str) -> None:
-    """x read in place (plan `x_rows`: small, each row K consecutive elements): a table of every row's offset,
-    then the parallel loop over panels of y, each packed and run against every block of rows of x by
-    `TJX_MICRO_ROWS`. No pass packs x, so no barrier waits for one."""
-    plan, t = s.plan, self.type_names[s.dtype]
-    mr, nr, p2, p3 = plan.mr, plan.nr, pad + "    ", pad + "      "
-    micro = self.micro_kernel(s)
-    lines += [f"{pad}{{",
-              f"{pad}  const int64_t M = {s.m}, N = {s.n}, K = {s.k};",
-              f"{pad}  const int64_t NB = (N + {nr - 1}) / {nr}, MB = (M + {mr - 1}) / {mr};",
-              f"{pad}  int64_t* roff = tjx_alloc(MB * {mr} * sizeof(int64_t));",
-              f"{pad}  for (int64_t q = 0; q < MB * {mr}; q++) {{"]
-    self.row_offset(s, _index_parts(s)[1], lines, pad + "    ", "q")
-    lines += [f"{pad}  }}", f"#pragma omp parallel if({int(s.parallel)})", f"{pad}  {{",
-              f"{pad}  {t}* panel = tjx_alloc({nr} * K * sizeof({t}));",
-              "#pragma omp for schedule(static)",
-              f"{pad}  for (int64_t bb = 0; bb < NB; bb++) {{", f"{p2}{t}* dst = panel;"]
-    self.pack_panel(s, 'b', lines, p2)
-    lines += [f"{p2}for (int64_t sb = 0; sb < MB; sb++) {{",
-              f"{p3}{t} c[{mr * nr}] __attribute__((aligned(64)));",
-              f"{p3}{micro}(K, b{s.x.src[0].arg}, roff + sb * {mr}, panel, c, 0);"]
-    self.tile_store(s, lines, p3, "sb", "bb", t)
-    lines += [f"{p2}}}", f"{pad}  }}", f"{pad}  free(panel);", f"{pad}  }}", f"{pad}  free(roff);", f"{pad}}}"]
 
   def row_offsets(self, s: Matmul, rpart: UOp, lines: list, p: str) -> None:
     """`roff`: the row part of x's address for each row of block ib."""

@@ -368,7 +368,7 @@ class JitFunction:
     explaining = debug >= 1 or settings.get('JAX_EXPLAIN_CACHE_MISSES')
     new = retrace.Signature(call.key, self._paths(call))
     if explaining: self._explain_miss(new, call, debug)
-    if (prepare := getattr(call.device, 'prepare', None)) is not None: prepare()   # (set-up beside the tracing)
+    call.device.prepare()               # (one-time set-up, the CPU compiler probe, beside the tracing)
     entry = self.trace_call(call)
     key = (call.treedef.detached(),) + call.key[1:]   # unhashable aux data (a dict) is copied: the caller may mutate it
     self._cache.last = key
