@@ -134,8 +134,8 @@ def test_the_pipeline_is_an_ordered_list_of_named_passes():
   assert names[:4] == ['simplify', 'split_complex', 'decompose', 'schedule+index']
   assert names[-2:] == ['render', 'compile']
   assert [n for n, _ in lower.passes('as_matmul', 'estimate')] == [
-    'as_matmul', 'as_column_reduction', 'split_reductions', 'stash_shared', 'block_sums', 'mark_parallel',
-    'spread_reductions', 'grid',
+    'as_matmul', 'as_column_reduction', 'split_reductions', 'stash_shared', 'split_chains', 'block_sums',
+    'mark_parallel', 'spread_reductions', 'grid',
     'estimate']                                   # the sub-passes of optimize, each a named entry
   assert all(callable(fn) for _, fn in lower.PASSES)
   with pytest.raises(KeyError, match="no lowering pass 'optimize'"): lower.passes(last='optimize')
@@ -518,3 +518,91 @@ def test_a_vectorized_max_keeps_its_nan_in_a_flag(cpu, dt):
   assert "reduction(|:" in src and f"tjx_fmax_{'f32' if dt is np.float32 else 'f64'}" in src
   want = [np.max(x, axis=2), np.min(x, axis=2), np.max(x, axis=(1, 2)), np.min(x, axis=(1, 2)), np.max(x, axis=(0, 2))]
   for g, w in zip(got, want): np.testing.assert_array_equal(g, w)
+
+def _gelu_chain(x, a, b): return tinyjx.nn.gelu(x * a + b, approximate=True)
+
+@pytest.mark.parametrize('n', [1, 7, 511, 512, 513, 767, 1000, 4133])
+def test_a_long_chain_before_a_tanh_splits_into_blocks_of_two_loops_with_the_same_results(cpu, n, monkeypatch):
+  """`split_chains`: a loop of at least two blocks whose tanh waits on a long argument runs in blocks of
+  FISSION_BLOCK, each as a loop that keeps the arguments (and `x * a + b`, which the rest needs) in local arrays
+  and a loop that runs the tanh and stores; the elements past the last whole block run the plain loop. Every
+  block edge gives bit for bit the result of the unsplit kernel, and numpy's."""
+  from tinyjx.lower import optimize
+  rng = np.random.default_rng(n)
+  x, a, b = (rng.standard_normal(n).astype(np.float32) * 3 for _ in range(3))
+  x[:3] = [np.nan, np.inf, -np.inf][:n]
+  def build():
+    exe = cpu.compile_jaxpr(tinyjx.make_jaxpr(_gelu_chain)(x, a, b))
+    return exe.source, _run_exe(exe, x, a, b)[0]
+  source, got = build()
+  blocks = n // optimize.FISSION_BLOCK
+  assert (f"[{optimize.FISSION_BLOCK}];" in source) == (blocks >= 2)
+  monkeypatch.setattr(optimize, 'FISSION_MIN_OPS', 10 ** 6)
+  plain_source, plain = build()
+  assert f"[{optimize.FISSION_BLOCK}];" not in plain_source
+  np.testing.assert_array_equal(got, plain)
+  y = (x * a + b).astype(np.float64)
+  with np.errstate(invalid='ignore'):                  # gelu(-inf) is -inf * 0: NaN, as in numpy
+    want = 0.5 * y * (1 + np.tanh(np.sqrt(2 / np.pi) * (y + 0.044715 * y ** 3)))
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+def _run_exe(exe, *args):
+  from tinyjx.devices.python import NumpyBuffer
+  bufs = [NumpyBuffer('CPU:0', np.ascontiguousarray(a), dtypes.to_dtype(a.dtype)) for a in args]
+  return [b.numpy() for b in exe.run(bufs)]
+
+def test_split_chains_covers_exp_log_two_outputs_and_rows_and_leaves_what_would_not_pay(cpu, monkeypatch):
+  """An exp and a log whose arguments take several operations, two outputs of one loop, and the inner loop of
+  a row-broadcast (rows of 700) are split; a tanh of a short argument, a float64 one, and one whose rest needs
+  more than FISSION_MAX_CARRIED values of the first loop's work are not. Split or not, results are the unsplit
+  kernel's bit for bit, and numpy's."""
+  from tinyjx.lower import optimize
+  rng = np.random.default_rng(5)
+  x, y = rng.standard_normal(3000).astype(np.float32), rng.standard_normal(3000).astype(np.float32)
+  r, c = rng.standard_normal((3, 700)).astype(np.float32), rng.standard_normal((3, 1)).astype(np.float32)
+  def many(x, y):
+    p = [x * k for k in (1.5, 2.5, 3.5, 4.5, 5.5)]
+    return jnp.tanh(p[0] + p[1] + p[2] + p[3] + p[4]) * p[0] * p[1] * p[2] * p[3] * p[4]
+  cases = [  # f, args, numpy's, split
+    (lambda x, y: jnp.exp(-(x * x + y * y) * 0.5 + 1.0) * x, (x, y),
+     lambda x, y: np.exp(-(x * x + y * y) * 0.5 + 1.0) * x, True),
+    (lambda x, y: (jnp.log(x * x + y * y + 1.0) + x, jnp.tanh(x * y * 0.5 + y * 2.0 - 1.0)), (x, y),
+     lambda x, y: (np.log(x * x + y * y + 1.0) + x, np.tanh(x * y * 0.5 + y * 2.0 - 1.0)), True),
+    (lambda r, c: jnp.tanh((r * c + 1.0) * (r - c) * 0.25) * r, (r, c),
+     lambda r, c: np.tanh((r * c + 1.0) * (r - c) * 0.25) * r, True),
+    (lambda x, y: jnp.tanh(x * y) * x, (x, y), lambda x, y: np.tanh(x * y) * x, False),
+    (lambda x, y: jnp.tanh(x * y * 0.5 + y * 2.0 - 1.0), (x.astype(np.float64), y.astype(np.float64)),
+     lambda x, y: np.tanh(x * y * 0.5 + y * 2.0 - 1.0), False),
+    (many, (x, y), lambda x, y: many(x, y), False)]
+  mark = f"[{optimize.FISSION_BLOCK}];"
+  with tinyjx.Context(JAX_ENABLE_X64=True):
+    for i, (f, args, ref, split) in enumerate(cases):
+      exe = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(*args))
+      assert (mark in exe.source) == split, i
+      got = _run_exe(exe, *args)
+      with monkeypatch.context() as m:
+        m.setattr(optimize, 'FISSION_MIN_OPS', 10 ** 6)
+        plain = _run_exe(cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(*args)), *args)
+      want = ref(*[np.asarray(a, np.float64) for a in args])
+      for g, p, w in zip(got, plain, want if isinstance(want, tuple) else (want,)):
+        np.testing.assert_array_equal(g, p, err_msg=str(i))
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5, err_msg=str(i))
+
+def test_both_loops_of_a_split_chain_are_vectorized(cpu, tmp_path):
+  """The two loops of each block of a split gelu are vectorized (GCC's own report on the kernel's source)."""
+  import subprocess
+  from tinyjx.devices import cpu as comp
+  cc = comp.find_compiler()
+  if not comp.tuning(cc): pytest.skip("not GCC: its vectorizer report is what this test reads")
+  x = np.ones(1 << 16, np.float32)
+  source = cpu.compile_jaxpr(tinyjx.make_jaxpr(_gelu_chain)(x, x, x)).source
+  (tmp_path / "k.c").write_text(source)
+  flags = [f for f in comp.compiler_flags(cc) if f not in ('-shared', '-fPIC')]
+  res = subprocess.run([cc, *flags, '-c', str(tmp_path / "k.c"), '-o', str(tmp_path / "k.o"),
+                        '-fopt-info-vec-optimized'], capture_output=True, text=True)
+  assert res.returncode == 0, res.stderr
+  lines = source.splitlines()
+  block = next(i for i, ln in enumerate(lines) if ln.startswith("#pragma omp parallel for"))
+  inner = [i + 1 for i, ln in enumerate(lines) if i > block and ln.startswith("    for (int64_t i")][:2]
+  assert len(inner) == 2, source
+  for loop in inner: assert f"k.c:{loop}:" in res.stderr, (loop, res.stderr[-2000:])
