@@ -451,8 +451,8 @@ def split_chains(k: Kernel, device=None, stmts: list | None = None) -> None:
   the arguments (and whatever else the rest needs of that work) into local arrays, the second the functions and
   the stores. One element's whole chain of dependent operations is longer than a core's out-of-order window can
   overlap across elements; split, each loop's chain is short (the gelu: 21 cycles a vector of 8 down to 16 in
-  cache, 1.14x at 4M elements). Results do not
-  change: every operation is the same one, in the same order, on the same values.
+  cache, 1.14x at 4M elements). Results do not change: every operation is the same one, in the same order, on
+  the same values.
   `stmts` (default the kernel's body) is the statement list being walked."""
   stmts = k.body if stmts is None else stmts
   for s in list(stmts):
