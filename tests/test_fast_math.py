@@ -97,3 +97,19 @@ def test_gelu_float32_matches_float64(approximate):
   want = np.asarray(tinyjx.nn.gelu(jnp.asarray(x.astype(np.float64)), approximate=approximate))
   # 0.5 x (1 + tanh(.)) cancels for x < 0: its error is |x| times tanh's near -1
   assert np.all(np.abs(got - want) <= 2e-6 * np.abs(want) + 4e-7 * np.abs(x))
+
+@pytest.mark.parametrize('name', ['exp', 'tanh', 'erf'])
+def test_nans_of_either_sign_come_back_nan(name):
+  """The clamps compare float bits as integers, where a NaN is a number (a positive one past the top clamp, a
+  negative one, such as the NaN x86 makes of 0 * inf, past the bottom one); the NaN still comes back, at every
+  position of a vectorized loop, beside finite values that are unchanged."""
+  fn = {'exp': jnp.exp, 'tanh': jnp.tanh, 'erf': tinyjx.scipy.special.erf}[name]
+  x = np.linspace(-3.0, 3.0, 64, dtype=np.float32)
+  nans = np.array([0x7fc00000, 0xffc00000, 0x7f800001, 0xff812345, 0x7fffffff, 0xffffffff], np.uint32)
+  where = np.array([0, 9, 17, 30, 46, 63])
+  x[where] = nans.view(np.float32)
+  got = run(fn, x)
+  assert np.all(np.isnan(got[where]))
+  finite = np.setdiff1d(np.arange(64), where)
+  assert not np.any(np.isnan(got[finite]))
+  np.testing.assert_array_equal(got[finite], run(fn, x[finite]))
