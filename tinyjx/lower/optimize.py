@@ -484,15 +484,15 @@ def _split_chain(l: Loop, k: Kernel) -> list | None:
   first_v, second_v = sym.loop_var(nv + 1, size), sym.loop_var(nv + 2, size)
   arrays = [UOp(Ops.DEFINE_ACC, n.dtype, (), (na + i, None)) for i, n in enumerate(frontier)]
   def at(v: UOp) -> dict: return {l.var: sym.add(sym.mul(blocks, size), v)}
+  def stores(moved: dict, reads: dict) -> list:
+    return [Store(b.buf, _rewrite(b.idx, moved), _rewrite(b.value, {**moved, **reads}), b.valid) for b in l.body]
   fill = Loop(first_v, [Assign(a, first_v, _rewrite(n, at(first_v))) for a, n in zip(arrays, frontier)])
   reads = {n: UOp(Ops.INDEX, n.dtype, (a, second_v)) for a, n in zip(arrays, frontier)}
-  use = Loop(second_v, [Store(b.buf, _rewrite(b.idx, at(second_v)), _rewrite(b.value, {**at(second_v), **reads}),
-                              b.valid) for b in l.body])
+  use = Loop(second_v, stores(at(second_v), reads))
   out: list = [Loop(blocks, [*(Local(a, size) for a in arrays), fill, use])]
   if tail := l.size % size:
     rest = sym.loop_var(nv + 3, tail)
-    start = {l.var: sym.add(sym.const(l.size - tail), rest)}
-    out.append(Loop(rest, [Store(b.buf, _rewrite(b.idx, start), _rewrite(b.value, start), b.valid) for b in l.body]))
+    out.append(Loop(rest, stores({l.var: sym.add(sym.const(l.size - tail), rest)}, {})))
   return out
 
 def estimate(k: Kernel, slot_bytes: dict) -> None:

@@ -144,6 +144,13 @@ static inline int32_t tjx_bits_f32(float f) { int32_t b; memcpy(&b, &f, 4); retu
    (`x > c ? c : x`, which must let a NaN through) as compares and blends: exp's two clamps were 10 of its 40
    instructions, and a softmax ran 10% faster without them. A NaN clamps to a number there, so each function
    returns x where x is NaN. Every float32 input gives the float clamps' result bit for bit (NaN for NaN). */
+/* tanh's and erf's end: t (>= 0, or NaN) at most 1, with x's sign; x where x is NaN */
+static inline float tjx_unit_signed(float t, float x) {
+  int32_t tb = tjx_bits_f32(t);
+  tb = tb < 0x3f800000 ? tb : 0x3f800000;
+  float res = tjx_f32_bits(tb | (tjx_bits_f32(x) & INT32_MIN));
+  return x != x ? x : res;
+}
 /* exp(x) = 2^n exp(r), r = x - n ln 2 (Cody-Waite, in two parts); n from the float 1.5 * 2^23 + x / ln 2, whose low
    bits hold n (no float-to-int conversion); 2^n in two factors, so that results near overflow and subnormal ones
    come out right. The clamp keeps n in range: x <= 89 as signed bits (negative floats are negative integers), then
@@ -193,7 +200,7 @@ static inline float tjx_log_f32(float x) {
    coefficients are bench/fit_rational.py's minimax fit (relative error 7e-9); float32 evaluation makes it at most
    5 ulp (tests/test_fast_math.py). P(0) = Q(0) = 1, so a tiny x, -0 or a subnormal comes back exactly. */
 static inline float tjx_tanh_f32(float x) {
-  int32_t xb = tjx_bits_f32(x), ab = xb & INT32_MAX;
+  int32_t ab = tjx_bits_f32(x) & INT32_MAX;
   ab = ab < 0x41180000 ? ab : 0x41180000;                   /* |x| <= 9.5 */
   float a = tjx_f32_bits(ab), s = a * a, p = 4.8676142e-08f;
   p = TJX_FMA(p, s, 3.099189e-05f); p = TJX_FMA(p, s, 0.0039810007f); p = TJX_FMA(p, s, 0.13763775f);
@@ -201,15 +208,12 @@ static inline float tjx_tanh_f32(float x) {
   float q = 6.9566697e-10f;
   q = TJX_FMA(q, s, 1.571292e-06f); q = TJX_FMA(q, s, 0.0004157695f); q = TJX_FMA(q, s, 0.027638044f);
   q = TJX_FMA(q, s, 0.47097108f); q = TJX_FMA(q, s, 1.0f);
-  int32_t tb = tjx_bits_f32(a * p / q);
-  tb = tb < 0x3f800000 ? tb : 0x3f800000;                   /* at most 1; then x's sign */
-  float res = tjx_f32_bits(tb | (xb & INT32_MIN));
-  return x != x ? x : res;
+  return tjx_unit_signed(a * p / q, x);
 }
 /* erf(x) = (2 / sqrt(pi)) x P(x^2) / Q(x^2) on |x| <= 4 (float32 erf is +-1 past 3.92), the same kind of fit
    (bench/fit_rational.py erf 6 5: relative error 4e-9); a tiny x comes back as 2 x / sqrt(pi) rounded once. */
 static inline float tjx_erf_f32(float x) {
-  int32_t xb = tjx_bits_f32(x), ab = xb & INT32_MAX;
+  int32_t ab = tjx_bits_f32(x) & INT32_MAX;
   ab = ab < 0x40800000 ? ab : 0x40800000;                   /* |x| <= 4 */
   float a = tjx_f32_bits(ab), s = a * a, p = -1.1604119e-08f;
   p = TJX_FMA(p, s, 4.1319936e-06f); p = TJX_FMA(p, s, 0.0003357741f); p = TJX_FMA(p, s, 0.0034134611f);
@@ -217,10 +221,7 @@ static inline float tjx_erf_f32(float x) {
   float q = 6.290063e-05f;
   q = TJX_FMA(q, s, 0.0013070264f); q = TJX_FMA(q, s, 0.015463534f); q = TJX_FMA(q, s, 0.11398657f);
   q = TJX_FMA(q, s, 0.4975617f); q = TJX_FMA(q, s, 1.0f);
-  int32_t tb = tjx_bits_f32(a * 1.12837917f * p / q);
-  tb = tb < 0x3f800000 ? tb : 0x3f800000;
-  float res = tjx_f32_bits(tb | (xb & INT32_MIN));
-  return x != x ? x : res;
+  return tjx_unit_signed(a * 1.12837917f * p / q, x);
 }
 """
 
