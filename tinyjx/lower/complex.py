@@ -278,11 +278,29 @@ class SplitExecutable:
   def __init__(self, exe, params: list, outs: list):
     self.exe, self.in_dtypes, self.out_dtypes = exe, [p.dtype for p in params], [o.dtype for o in outs]
 
-  def run(self, inputs: list) -> list:
+  def run(self, inputs: list) -> list: return self._packed(self.exe.run(self._parts(inputs)))
+
+  def direct_runner(self, counts: tuple = ()):
+    """jit's hit path (`Executable.direct_runner`) for the split program: the inner executable's runner, with the
+    inputs and outputs converted as `run` converts them; None where the inner executable has none. (Without this
+    the inner runner would be found through `__getattr__` and hand back a complex result's real part alone.)"""
+    inner = getattr(self.exe, 'direct_runner', None)
+    runner = None if inner is None else inner(counts)
+    if runner is None: return None
+    def run(inputs: list):
+      outs = runner(self._parts(inputs))
+      return None if outs is None else self._packed(outs)
+    return run
+
+  def _parts(self, inputs: list) -> list:
+    """The inner program's inputs: each complex Buffer as a float Buffer of its interleaved parts."""
     dev = self.exe.device
-    ins = [dev.from_numpy(parts_array(b.numpy(), dt), dtypes.real_dtype(dt)) if dtypes.is_complex(dt) else b
-           for b, dt in zip(inputs, self.in_dtypes)]
-    outs, results = iter(self.exe.run(ins)), []
+    return [dev.from_numpy(parts_array(b.numpy(), dt), dtypes.real_dtype(dt)) if dtypes.is_complex(dt) else b
+            for b, dt in zip(inputs, self.in_dtypes)]
+
+  def _packed(self, outs: list) -> list:
+    """The complex program's outputs from the inner one's: the two part Buffers of a complex result as one."""
+    dev, outs, results = self.exe.device, iter(outs), []
     for dt in self.out_dtypes:
       b = next(outs)
       if dtypes.is_complex(dt): b = dev.from_numpy(complex_array(b.numpy(), next(outs).numpy(), dt), dt)
