@@ -25,7 +25,7 @@ from tinyjx.uop import normalize_axis
 __all__ = ['fft', 'ifft', 'rfft', 'irfft', 'hfft', 'ihfft', 'fft2', 'ifft2', 'fftn', 'ifftn', 'rfft2', 'irfft2',
            'rfftn', 'irfftn', 'fftfreq', 'rfftfreq', 'fftshift', 'ifftshift']
 
-DIRECT = 16          # lengths up to this are one DFT matmul
+DIRECT = 32          # lengths up to this are one DFT matmul (fewer, larger stages: 512 = 16 x 32 is two)
 DIRECT_PRIME = 128   # primes up to this too (n^2 work); larger primes use Bluestein's algorithm
 NORMS = ('backward', 'ortho', 'forward')
 
@@ -56,11 +56,16 @@ def _split_factor(n: int) -> int:
 # ---------------------------------------------------------------- one axis, the last one
 
 def _dft_matmul(x: Array, sign: int) -> Array:
-  """The DFT of the last axis as one matmul with the n x n matrix of roots of unity; a real `x` (the first
-  stage of a real input's transform) takes two real matmuls instead of four."""
+  """The DFT of the last axis as a matmul with the n x n matrix w of roots of unity. A complex `x` is one real
+  matmul: [re x, im x] @ [[re w, im w], [-im w, re w]] gives [re y, im y] (each part one sum of 2n products), one
+  kernel where a complex matmul is four real ones and two adds; a real `x` (the first stage of a real input's
+  transform) takes two real matmuls."""
   n = x.shape[-1]
   w = _roots(n, n, sign)
-  if dtypes.is_complex(x.dtype): return jnp.matmul(x, _const(w, x.dtype))
+  if dtypes.is_complex(x.dtype):
+    block = np.block([[w.real, w.imag], [-w.imag, w.real]])
+    y = jnp.matmul(jnp.concatenate([jnp.real(x), jnp.imag(x)], -1), _const(block, dtypes.real_dtype(x.dtype)))
+    return from_parts(y[..., :n], y[..., n:])
   return from_parts(jnp.matmul(x, _const(w.real, x.dtype)), jnp.matmul(x, _const(w.imag, x.dtype)))
 
 def _cooley_tukey(x: Array, n1: int, sign: int) -> Array:
