@@ -2,25 +2,26 @@
 
 Run from the repository root: `python bench/bench.py`, or with a Python that has JAX and PyTorch installed (a
 test-only virtual environment, never a dependency: `pip install jax torch==2.13.0`) to add them. A peer that is not
-installed is said so and skipped. Prints one table, a row per workload of issue 13 (W1-W7, and fft2): the median time
-per library (each library timed in a process of its own, the best of two turns), tinyjx's speedup over numpy and over
-the best peer (above 1: faster), tinyjx's GFLOP/s where the flop count is well defined and its GB/s (the bytes the
-workload must read and write, at least) for the memory-bound rows, and the issue's bar with the ratio it is judged on
-and whether it is met (`yes`, `no`, or `?` where a peer it needs is not installed). The `limit` column is the
-machine's, measured in tinyjx's worker beside it: for W1 a C loop on two threads that reads W1's three inputs and
-writes its output (the memory stream of the same bytes, timed alternately with tinyjx's calls: W1's copy ratio is
-tinyjx's time from those alternate calls over the stream's, while the tinyjx column, like every peer's, is timed
-without the stream in between, which evicts the inputs from cache and wakes its own threads), for the W2 matmuls the
-time of their flops at the float32 FMA peak measured by a C loop on all cores (the bar prints that peak and tinyjx's
-share of it); both are built by tinyjx's CPU toolchain. Below the table, W1's floor: the same loop with streaming
-stores (about the least time in which a program can move W1's bytes), against the time W1's bar asks for. W5 is
-examples/mnist.py's CNN step (batch 128, Adam) against first_call.py's JAX version and mnist_torch.py's PyTorch model;
-W6 is `vmap(grad(loss))` of a linear 1024-to-10 model over 256 examples (torch.func for PyTorch). The W7 row is 1000
-calls of a jitted `x + 1` on a one-element array: its milliseconds are microseconds per call. Then W8: the first call
-of the jitted MLP training step in a fresh process, with a cold and with a warm disk cache, and JAX's; W9 (the CNN
-step's and the evaluation's first calls, tens of seconds of compiling) is bench/first_call.py's. Options: `--quick`
-(fewer repeats, the whole table in a few minutes), `--only NAME`, `--no-first-call`, `--device CPU|CL|CUDA` (where
-tinyjx runs: its inputs are put on that device and its jitted functions run there; numpy and the peers are unchanged).
+installed is said so and skipped. Prints one table, a row per workload of issue 13 (W1-W7, and fft2): the median
+time per library (of at least 20 calls and a quarter second of them; each library timed in a process of its own, the
+best of two turns), tinyjx's speedup over numpy and over the best peer (above 1: faster), tinyjx's GFLOP/s where the
+flop count is well defined and its GB/s (the bytes the workload must read and write, at least) for the memory-bound
+rows, and the issue's bar with the ratio it is judged on and whether it is met (`yes`, `no`, or `?` where a peer it
+needs is not installed). The `limit` column is the machine's, measured in tinyjx's worker beside it: for W1 a C loop
+on two threads that reads W1's three inputs and writes its output (the memory stream of the same bytes, timed
+alternately with tinyjx's calls: W1's copy ratio is tinyjx's time from those alternate calls over the stream's,
+while the tinyjx column, like every peer's, is timed without the stream in between, which evicts the inputs from
+cache and wakes its own threads), for the W2 matmuls the time of their flops at the float32 FMA peak measured by a C
+loop on all cores (the bar prints that peak and tinyjx's share of it); both are built by tinyjx's CPU toolchain.
+Below the table, W1's floor: the same loop with streaming stores (about the least time in which a program can move
+W1's bytes), against the time W1's bar asks for. W5 is examples/mnist.py's CNN step (batch 128, Adam) against
+first_call.py's JAX version and mnist_torch.py's PyTorch model; W6 is `vmap(grad(loss))` of a linear 1024-to-10
+model over 256 examples (torch.func for PyTorch). The W7 row is 1000 calls of a jitted `x + 1` on a one-element
+array: its milliseconds are microseconds per call. Then W8: the first call of the jitted MLP training step in a
+fresh process, with a cold and with a warm disk cache, and JAX's; W9 (the CNN step's and the evaluation's first
+calls, tens of seconds of compiling) is bench/first_call.py's. Options: `--quick` (fewer repeats, the whole table in
+a few minutes), `--only NAME`, `--no-first-call`, `--device CPU|CL|CUDA` (where tinyjx runs: its inputs are put on
+that device and its jitted functions run there; numpy and the peers are unchanged).
 
 Timing assertions do not belong in tests; the floors this project aims for are in the issue notes.
 """
@@ -31,13 +32,23 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+MIN_SECONDS = 0.25   # a median is of at least `repeats` calls and at least this much time of calls (at most 100x)
+
+def enough(times: list, repeats: int, spent: float) -> bool:
+  """Whether a median of `times` (`spent` seconds in all) has its samples: 20 calls of a 0.2 ms matmul are 4 ms of
+  a machine whose neighbours come and go by the second, so short workloads are called until MIN_SECONDS have passed."""
+  return len(times) >= repeats and (spent >= MIN_SECONDS or len(times) >= 100 * repeats)
+
 def median_time(fn, repeats: int) -> float:
+  """The median time of `fn()` after a warm-up call, over `repeats` calls or more (`enough`)."""
   fn()
-  times = []
-  for _ in range(repeats):
+  times: list = []
+  spent = 0.0
+  while not enough(times, repeats, spent):
     t0 = time.perf_counter()
     fn()
     times.append(time.perf_counter() - t0)
+    spent += times[-1]
   return float(np.median(times))
 
 def load_jax():
@@ -560,8 +571,10 @@ def paired_medians(fn, probe, repeats: int) -> tuple[float, float]:
   """The median times of `fn` and of `probe`, called alternately."""
   import time
   fn(); probe()
-  a, b = [], []
-  for _ in range(repeats):
+  a: list = []
+  b: list = []
+  t_start = time.perf_counter()
+  while not enough(a, repeats, time.perf_counter() - t_start):
     t0 = time.perf_counter()
     fn()
     t1 = time.perf_counter()
