@@ -122,6 +122,9 @@ def test_frequencies_and_shifts():
 
 COMPILED = {
   'fft_direct': (lambda x: jnp.fft.fft(x), lambda x: np.fft.fft(x), (3, 5)),
+  'fft_longest_direct': (lambda x: jnp.fft.fft(x), lambda x: np.fft.fft(x), (3, fft_module.DIRECT)),
+  'fft_past_direct': (lambda x: jnp.fft.fft(x), lambda x: np.fft.fft(x), (3, fft_module.DIRECT + 1)),
+  'fft2_pow2': (lambda x: jnp.fft.fft2(x), lambda x: np.fft.fft2(x), (64, 512)),
   'fft_mixed_radix': (lambda x: jnp.fft.fft(x, norm='ortho'), lambda x: np.fft.fft(x, norm='ortho'), (2, 60)),
   'ifft_pow2': (lambda x: jnp.fft.ifft(x), lambda x: np.fft.ifft(x), (2, 256)),
   'fft_bluestein': (lambda x: jnp.fft.fft(x), lambda x: np.fft.fft(x), (2, 131)),
@@ -242,7 +245,7 @@ def test_lengths_choose_the_documented_algorithm():
     jaxpr = tinyjx.make_jaxpr(jnp.fft.fft)(jnp.ones(n, jnp.complex64))
     return str(jaxpr).count('dot_general')
   assert dots(fft_module.DIRECT) == 1
-  assert dots(fft_module.DIRECT * 4) == 2                 # 64 = 8 x 8: two levels of small matmuls
+  assert dots(fft_module.DIRECT * 4) == 2                 # 128 = 8 x 16: two levels of small matmuls
   assert dots(131) > 2 and 'c64[512]' in str(tinyjx.make_jaxpr(jnp.fft.fft)(jnp.ones(131)))   # 512 >= 2 * 131 - 1
 
 def test_docstring_examples():
