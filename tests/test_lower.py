@@ -49,6 +49,39 @@ def _eval(e, env):
   ops = {Ops.ADD: lambda: a + b, Ops.MUL: lambda: a * b, Ops.DIV: lambda: a // b, Ops.REM: lambda: a % b}
   return ops[e.op]()
 
+def _c_eval(e, env):
+  """Index arithmetic evaluated as C does it (division truncates toward zero)."""
+  if e.op is Ops.CONST: return e.arg[0]
+  if e.op in (Ops.RANGE, Ops.SPECIAL): return env[e]
+  a, b = (_c_eval(s, env) for s in e.src)
+  if e.op is Ops.DIV: return abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+  if e.op is Ops.REM: return a - b * (abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1))
+  return {Ops.ADD: a + b, Ops.MUL: a * b}[e.op]
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.integers(2, 40), st.integers(1, 6), st.integers(1, 7), st.integers(0, 9), st.integers(1, 9),
+       st.integers(1, 9), st.integers(0, 40), st.integers(0, 40), st.booleans())
+def test_an_index_simplified_given_its_mask_agrees_where_the_mask_holds(n, m, a, c, d, e, lo, hi, both):
+  """sym.given: a masked load's index rebuilt for the narrower range its mask allows equals the index it
+  replaces at every point the mask lets through (and concatenations' divisions fold away)."""
+  i, j = sym.loop_var(0, n), sym.loop_var(1, m)
+  x = sym.add(sym.mul(sym.mod(sym.floordiv(sym.add(sym.mul(i, a), j, sym.const(c)), d), e), 7), sym.floordiv(i, d))
+  valid = sym.ge(i, lo) if not both else sym.and_(sym.ge(i, lo), sym.lt(sym.add(i, sym.const(1)), hi))
+  y = sym.given(x, valid)
+  for pi in range(n):
+    for pj in range(m):
+      if pi >= lo and (not both or pi + 1 < hi):
+        env = {i: pi, j: pj}
+        assert _c_eval(y, env) == _c_eval(x, env), (sym.pretty(x), sym.pretty(y), pi, pj)
+
+def test_a_concatenation_reads_at_affine_indices():
+  """The second half of a concatenation along an axis of 2 x 16 reads x[(i - 16) % 16 ...] under i >= 16:
+  given the mask, the remainder and the quotient fold away."""
+  i, r = sym.loop_var(0, 32), sym.loop_var(1, 8)
+  idx = sym.add(sym.mul(sym.mod(sym.add(i, sym.const(-16)), 16), 8), sym.mul(sym.floordiv(sym.add(i, sym.const(-16)), 16), 999), r)
+  assert sym.pretty(sym.given(idx, sym.ge(i, 16))) == sym.pretty(sym.add(sym.mul(i, 8), r, sym.const(-128)))
+  assert sym.given(idx, sym.TRUE) is idx
+
 def test_bounds_decide_comparisons():
   i = sym.loop_var(0, 4)
   assert sym.lt(i, 4) is sym.TRUE and sym.is_const(sym.ge(i, 4)) and sym.lt(i, 3).op is Ops.CMPLT

@@ -176,7 +176,9 @@ def alu(op: Ops, a: UOp, b: UOp) -> UOp:
   return UOp(op, a.dtype, (a, b))
 
 def load(buf: UOp, idx: UOp, valid: UOp = TRUE) -> UOp:
-  return UOp(Ops.LOAD, buf.dtype, (buf, idx) if valid is TRUE else (buf, idx, valid))
+  """A read of `buf` at `idx` where `valid` holds (zero bits elsewhere); the index is simplified given `valid`."""
+  if valid is TRUE: return UOp(Ops.LOAD, buf.dtype, (buf, idx))
+  return UOp(Ops.LOAD, buf.dtype, (buf, sym.given(idx, valid), valid))
 
 class KernelBuilder:
   """Builds the statements of one kernel; `slots` maps each node readable from a buffer to its slot."""

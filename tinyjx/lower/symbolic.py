@@ -6,7 +6,8 @@ code template (`Ops.SPECIAL`, arg `(name, size)`). The constructors here (`add`,
 `mod`, `lt`) keep a canonical linear form (a sum of coefficient * atom plus a constant, atoms in a fixed
 order) and use value bounds to drop divisions and remainders that cannot change anything. That is what
 makes a chain of views cheap: `(i // B) * B + i % B` is `i`, and a reshape that only adds a size-1 axis
-costs no arithmetic at all. `resimplify` rebuilds an expression after loop variables were substituted.
+costs no arithmetic at all. `resimplify` rebuilds an expression after loop variables were substituted;
+`given` rebuilds a masked load's index for the narrower range its mask allows (a pad's or a concatenation's).
 
 Invariant: `floordiv` and `mod` are C's `/` and `%`; they equal floor division only where the dividend is
 non-negative, which holds for every in-bounds index (padding masks guard the rest).
@@ -23,7 +24,7 @@ True
 from __future__ import annotations
 import math, weakref
 from tinyjx import dtypes
-from tinyjx.uop import UOp, Ops, toposort
+from tinyjx.uop import UOp, Ops, toposort, substitute
 
 IDX = dtypes.int64
 _BIG = 1 << 62
@@ -219,6 +220,38 @@ def resimplify(x: UOp) -> UOp:
     elif n.dtype is IDX and n.op is Ops.REM and is_const(src[1]): done[n] = mod(src[0], src[1].arg[0])
     else: done[n] = n if src == n.src else n.replace(src=src)
   return done[x]
+
+def _conjuncts(c: UOp) -> list:
+  return _conjuncts(c.src[0]) + _conjuncts(c.src[1]) if c.op is Ops.AND else [c]
+
+def given(x: UOp, valid: UOp) -> UOp:
+  """Index `x` as it may be written where `valid` holds (a masked load reads nothing elsewhere): each conjunct
+  `v + c < k` or `not (v + c < k)` on one loop or template variable v narrows v's range to [lo, hi]; `x` is rebuilt
+  with v = lo + w, w a variable of that narrower range, so divisions and remainders that it decides fold away,
+  then with w = v - lo. A concatenation's second part, `x[(i - 16) / 16 ...]` under `i >= 16`, becomes affine.
+
+  >>> i = loop_var(7, 32)
+  >>> pretty(given(floordiv(i, 16), lt(i, 16))), pretty(given(mod(i, 16), ge(i, 16)))
+  ('0', '(i7+-16)')
+  """
+  ranges: dict = {}
+  for c in _conjuncts(valid):
+    neg = c.op is Ops.NOT
+    cmp = c.src[0] if neg else c
+    if cmp.op is not Ops.CMPLT or not is_const(cmp.src[1]) or cmp.src[0].dtype is not IDX: continue
+    terms, c0 = linear(cmp.src[0])
+    if len(terms) != 1: continue
+    (v, coef), = terms.items()
+    if coef != 1 or v.op not in (Ops.RANGE, Ops.SPECIAL): continue
+    lo, hi = ranges.get(v, (0, v.arg[1] - 1))
+    k = cmp.src[1].arg[0] - c0                      # v < k, or v >= k where negated
+    ranges[v] = (max(lo, k), hi) if neg else (lo, min(hi, k - 1))
+  for v, (lo, hi) in ranges.items():
+    if hi < lo or (lo, hi) == (0, v.arg[1] - 1) or v not in loop_vars(x): continue
+    w = special(f"given:{v.op.name}:{v.arg[0]}:{lo}", hi - lo + 1)
+    narrowed = resimplify(substitute([x], {v: add(w, const(lo))})[0])
+    x = resimplify(substitute([narrowed], {w: add(v, const(-lo))})[0])
+  return x
 
 def loop_vars(x: UOp) -> set:
   """The loop variables and template variables `x` depends on."""
