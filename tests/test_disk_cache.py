@@ -73,6 +73,21 @@ def test_write_checked_entries_are_bounded_too(tmp_path):
       os.utime(e, (time.time() - 100 + i,) * 2)
   assert [diskcache.read_checked(e) is not None for e in entries] == [False, True, True]
 
+def test_a_full_cache_is_not_scanned_at_every_write(tmp_path, monkeypatch):
+  """An eviction frees the cache to LOW_WATER of the bound, so the writes that follow add to the estimate and do not
+  scan the directory again until they pass the bound (a full cache was scanned at every compile)."""
+  entries = [str(tmp_path / f"{i:032x}.bin") for i in range(14)]
+  scans, scan = [], diskcache._entries
+  monkeypatch.setattr(diskcache, '_entries', lambda d: (scans.append(d), scan(d))[1])
+  with tinyjx.Context(TINYJX_CACHE_MAX_MB=10 * 1064 / 2 ** 20):   # ten entries of 1000 bytes and a checksum
+    for i, e in enumerate(entries):
+      diskcache.write_checked(e, b'k' * 1000)
+      os.utime(e, (time.time() - 100 + i,) * 2)
+      if i == 10: assert len(scans) == 2           # the first write scans (no estimate yet), the eleventh is over
+  on_disk = [diskcache.read_checked(e) is not None for e in entries]
+  assert len(scans) == 3                            # then two more writes fit under the bound: one scan, at the last
+  assert sum(on_disk) <= 10 and on_disk[-1] and not on_disk[0]
+
 def test_a_reader_that_loses_its_entry_rebuilds_it(cpu, fresh_cache, builds, monkeypatch):
   cc = comp.find_compiler()
   so = os.path.join(diskcache.cache_dir(), key(41) + '.so')
