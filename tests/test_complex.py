@@ -164,6 +164,30 @@ def test_contractions(device):
   real = RNG.normal(size=(2, 3)).astype(np.float32)
   np.testing.assert_allclose(np.asarray(tinyjx.jit(jnp.matmul)(jnp.asarray(real), a)), real @ Z, rtol=2e-5, atol=2e-5)
 
+def test_contractions_of_every_shape(device):
+  """Batched, vector, several contracting axes, none (an outer product): a complex dot_general compiles as two real
+  ones on the parts joined along a contracting axis (lower/complex.py), or as four products without one."""
+  x, y = crandn(2, 3, 4), crandn(2, 4, 5)
+  cases = [(lambda a, b: a @ b, (x, y)), (jnp.vdot, (x[0, 0], y[0, :, 0])), (jnp.inner, (x[0], x[1])),
+           (lambda a, b: jnp.tensordot(a, b, ((1, 2), (0, 1))), (x, crandn(3, 4, 2))),
+           (jnp.outer, (x[0, 0], y[0, 0])), (lambda a, b: jnp.einsum('bij,bjk->bik', a, jnp.conj(b)), (x, y))]
+  npf = {jnp.vdot: np.vdot, jnp.inner: np.inner, jnp.outer: np.outer}
+  for f, args in cases:
+    want = npf[f](*args) if f in npf else None
+    got = np.asarray(tinyjx.jit(f)(*map(jnp.asarray, args)))
+    with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
+      ref = np.asarray(f(*map(jnp.asarray, args)))
+    if want is not None: np.testing.assert_allclose(ref, want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(got, ref, rtol=2e-5, atol=2e-5)
+
+def test_a_complex_matmul_is_tiled(cpu):
+  """Each part of a complex matmul is one tiled matmul kernel (the four real products fused into one kernel ran as
+  plain loops: a 512 x 512 product took 0.9 s)."""
+  a = jnp.asarray(crandn(64, 48))
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    text = tinyjx.jit(lambda p, q: p @ q).lower(a, a.T).compile().as_text()
+  assert text.count('static void k') == 2 and text.count('tjx_mm_f32_') >= 2
+
 def test_creation_and_lax_complex(device):
   assert jnp.asarray(np.array([1 + 2j], np.complex64)).tolist() == [1 + 2j]
   assert jnp.array([1, 2j, 3.5]).tolist() == [1, 2j, 3.5] and jnp.zeros(2, jnp.complex64).tolist() == [0j, 0j]

@@ -58,7 +58,7 @@ def _split_factor(n: int) -> int:
 def _dft_matmul(x: Array, sign: int) -> Array:
   """The DFT of the last axis as a matmul with the n x n matrix w of roots of unity. A complex `x` is one real
   matmul: [re x, im x] @ [[re w, im w], [-im w, re w]] gives [re y, im y] (each part one sum of 2n products), one
-  kernel where a complex matmul is four real ones and two adds; a real `x` (the first stage of a real input's
+  kernel where the split's complex matmul is two; a real `x` (the first stage of a real input's
   transform) takes two real matmuls."""
   n = x.shape[-1]
   w = _roots(n, n, sign)
