@@ -78,7 +78,8 @@ def test_a_concatenation_reads_at_affine_indices():
   """The second half of a concatenation along an axis of 2 x 16 reads x[(i - 16) % 16 ...] under i >= 16:
   given the mask, the remainder and the quotient fold away."""
   i, r = sym.loop_var(0, 32), sym.loop_var(1, 8)
-  idx = sym.add(sym.mul(sym.mod(sym.add(i, sym.const(-16)), 16), 8), sym.mul(sym.floordiv(sym.add(i, sym.const(-16)), 16), 999), r)
+  shifted = sym.add(i, sym.const(-16))
+  idx = sym.add(sym.mul(sym.mod(shifted, 16), 8), sym.mul(sym.floordiv(shifted, 16), 999), r)
   assert sym.pretty(sym.given(idx, sym.ge(i, 16))) == sym.pretty(sym.add(sym.mul(i, 8), r, sym.const(-128)))
   assert sym.given(idx, sym.TRUE) is idx
 

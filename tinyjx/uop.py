@@ -270,6 +270,11 @@ class UOp:
     bounds = tuple((int(a), int(b)) for a, b in bounds)
     return self if bounds == tuple((0, s) for s in self.shape) else UOp(Ops.SHRINK, self.dtype, (self,), bounds)
   def flip(self, axes) -> 'UOp': return self if not axes else UOp(Ops.FLIP, self.dtype, (self,), tuple(sorted(axes)))
+  def concat(self, other: 'UOp', axis: int) -> 'UOp':
+    """`self` then `other` along `axis`, as two zero-padded views added together."""
+    n, m = self.shape[axis], other.shape[axis]
+    pads = lambda lo, hi: tuple((lo, hi) if i == axis else (0, 0) for i in range(self.ndim))
+    return UOp(Ops.ADD, self.dtype, (self.pad(pads(0, m)), other.pad(pads(n, 0))))
   def reduce(self, op: Ops, axes) -> 'UOp':
     axes = tuple(sorted(axes))
     return self if not axes else UOp(Ops.REDUCE, self.dtype, (self,), (op, axes))

@@ -15,17 +15,17 @@ it once and the entry and its checksum always come from the same build. Readers 
 vanishes or changes under it gets None and rebuilds.
 
 The cache is bounded by `TINYJX_CACHE_MAX_MB` (0: unbounded). Every successful `read_checked` sets the entry's
-modification time to now, so the newest time among an entry's files is its last use. After a new entry is
-written, `evict` removes whole entries (every `<key>.*` file), least recently used first, until the files with
-key names fit in LOW_WATER of the bound. It skips the entries its caller names in `keep` (the CPU device keeps every library this
-process has loaded: those are the hot ones, so the bound is exceeded when one process alone holds more than it)
-and any entry whose lock another process or thread holds; removing a library that some process has mapped is
-safe on Linux and macOS (the mapping stays until it is closed), so eviction never breaks a running process.
-Files without a key name (`flags-*.txt`, subdirectories such as `datasets/`) are neither counted nor removed.
-Scanning a large cache costs more than a small compile, so a process scans a directory when it first evicts there,
-then adds what it writes to that size and scans again only when the sum passes the bound or the last scan is
-`RESCAN_S` seconds old (what other processes wrote is seen by then). Evicting to LOW_WATER, not to the bound, is
-what keeps a full cache from being scanned at every write: a scan of 30,000 entries takes 0.6 s.
+modification time to now, so the newest time among an entry's files is its last use. After a new entry is written,
+`evict` removes whole entries (every `<key>.*` file), least recently used first, until the files with key names fit
+in LOW_WATER of the bound. It skips the entries its caller names in `keep` (the CPU device keeps every library this
+process has loaded: those are the hot ones, so the bound is exceeded when one process alone holds more than it) and
+any entry whose lock another process or thread holds; removing a library that some process has mapped is safe on
+Linux and macOS (the mapping stays until it is closed), so eviction never breaks a running process. Files without a
+key name (`flags-*.txt`, subdirectories such as `datasets/`) are neither counted nor removed. Scanning a large cache
+costs more than a small compile, so a process scans a directory when it first evicts there, then adds what it writes
+to that size and scans again only when the sum passes the bound or the last scan is `RESCAN_S` seconds old (what
+other processes wrote is seen by then). Evicting to LOW_WATER, not to the bound, is what keeps a full cache from
+being scanned at every write: a scan of 30,000 entries takes 0.6 s.
 
 >>> import tempfile, os
 >>> d = tempfile.mkdtemp()
@@ -193,8 +193,8 @@ def _entries(d: str) -> dict:
 
 def evict(d: str, keep=frozenset()) -> list:
   """When the entries of directory `d` pass TINYJX_CACHE_MAX_MB, remove the least recently used until they fit in
-  LOW_WATER of it, never one in `keep` (keys) or one whose lock is held. Returns the keys removed. Scans `d` only when this process's estimate of
-  its size is over the bound or RESCAN_S old (see the module docstring)."""
+  LOW_WATER of it, never one in `keep` (keys) or one whose lock is held. Returns the keys removed. Scans `d` only
+  when this process's estimate of its size is over the bound or RESCAN_S old (see the module docstring)."""
   bound = config.get('TINYJX_CACHE_MAX_MB') * 2 ** 20
   d = os.path.abspath(d)
   usage = _usage.get(d)

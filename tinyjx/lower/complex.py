@@ -1,13 +1,13 @@
 """complex: compiled devices run complex programs as programs on pairs of floats.
 
 A complex value z becomes its two float parts (re, im), each a UOp of the part type (float32 for complex64), and
-every op on complex operands becomes the ops of its textbook formula on the parts: a product is four multiplies
-and two adds, exp(z) is exp(re) (cos im, sin im), a complex dot_general is two real ones (`dot`). What comes out has no
+every op on complex operands becomes the ops of its textbook formula on the parts: a product is four multiplies and
+two adds, exp(z) is exp(re) (cos im, sin im), a complex dot_general is two real ones (`dot`). What comes out has no
 complex node left, so fusion, the matmul tiling, vectorization and every renderer (C, OpenCL, CUDA) apply as they
 are; no dialect needs a complex type of its own (OpenCL C has none). In memory a complex array stays as numpy and
-C99 store it, the parts interleaved: a complex input of shape S is read as a float array of shape S + (2,) (a view on
-the CPU, a copy through the host on a device whose memory is not the host's), and a complex output is written as its
-two parts, which `SplitExecutable` interleaves into a complex buffer on the host.
+C99 store it, the parts interleaved: a complex input of shape S is read as a float array of shape S + (2,) (a view
+on the CPU, a copy through the host on a device whose memory is not the host's), and a complex output is written as
+its two parts, which `SplitExecutable` interleaves into a complex buffer on the host.
 
 Contract: `split(params, roots, device)` maps a jaxpr whose params and roots may be complex to one with none (a complex
 param of shape S becomes a float one of shape S + (2,), a complex root two float roots, its real and imaginary
@@ -101,12 +101,6 @@ def _parts_of(op, srcs):
     q = tuple(s[k] if isinstance(s, tuple) else s for s in srcs)
     yield (q[1:] if op is Ops.WHERE else q[0]), q
 
-def _joined(x: UOp, y: UOp, axis: int) -> UOp:
-  """x and y (one shape) one after the other along `axis`."""
-  size = x.shape[axis]
-  pads = lambda lo, hi: tuple((lo, hi) if k == axis else (0, 0) for k in range(len(x.shape)))
-  return alu(Ops.ADD, x.pad(pads(0, size)), y.pad(pads(size, 0)))
-
 def dot(n, a, b) -> tuple:
   """A complex dot_general as two real ones, the parts joined along the first contracting axis:
   re = [ar, ai] . [br, -bi] and im = [ar, ai] . [bi, br], each one sum of products, so each is one matmul (the
@@ -116,8 +110,8 @@ def dot(n, a, b) -> tuple:
   (lc, rc), _ = n.arg
   d = lambda x, y: UOp(Ops.DOT_GENERAL, x.dtype, (x, y), n.arg)
   if not lc: return alu(Ops.SUB, d(ar, br), d(ai, bi)), alu(Ops.ADD, d(ar, bi), d(ai, br))
-  x = _joined(ar, ai, lc[0])
-  return d(x, _joined(br, alu(Ops.NEG, bi), rc[0])), d(x, _joined(bi, br, rc[0]))
+  x = ar.concat(ai, lc[0])
+  return d(x, br.concat(alu(Ops.NEG, bi), rc[0])), d(x, bi.concat(br, rc[0]))
 
 def cast_to_complex(n, x) -> tuple:
   f = dtypes.real_dtype(n.dtype)

@@ -166,8 +166,9 @@ class MatmulEmitter:
   def grouped_chunks(self, s: Matmul, lines: list, pad: str, part: str, ptrs: tuple, chunk: tuple, ids: tuple):
     """The chunked packed path: the parallel work is a group of `plan.group` panels of the streamed side; per chunk
     each panel of the group is packed, then every block of the whole side runs against the group's panels (the
-    block's chunk is read once from cache for all of them), summing into the group's rows of tiles; in the
-    last chunk each tile is stored as soon as it is complete. Every tile adds the same chunks in the same order whatever the grouping."""
+    block's chunk is read once from cache for all of them), summing into the group's rows of tiles; in the last
+    chunk each tile is stored as soon as it is complete. Every tile adds the same chunks in the same order whatever
+    the grouping."""
     plan, t, micro = s.plan, self.type_names[s.dtype], self.micro_kernel(s)
     tile, g, p2, p3 = plan.mr * plan.nr, plan.group, pad + "    ", pad + "      "
     nblocks, other = ('MB', 'NB') if part == 'a' else ('NB', 'MB')

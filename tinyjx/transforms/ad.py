@@ -223,12 +223,6 @@ def every_other(x: UOp, axis: int, start: int, count: int) -> UOp:
   firsts = pairs.shrink(tuple((0, 1) if i == axis + 1 else (0, s) for i, s in enumerate(pairs.shape)))
   return firsts.reshape(x.shape[:axis] + (count,) + x.shape[axis + 1:])
 
-def concat(a: UOp, b: UOp, axis: int) -> UOp:
-  """`a` then `b` along `axis`, as two zero-padded views added together."""
-  na, nb = a.shape[axis], b.shape[axis]
-  pads = lambda lo, hi: tuple((lo, hi) if i == axis else (0, 0) for i in range(a.ndim))
-  return UOp(Ops.ADD, a.dtype, (a.pad(pads(0, nb)), b.pad(pads(na, 0))))
-
 def interleave(even: UOp, odd: UOp, axis: int) -> UOp:
   """even[0], odd[0], even[1], odd[1], ... along `axis` (even has as many elements as odd, or one more)."""
   ne, no = even.shape[axis], odd.shape[axis]
@@ -250,7 +244,7 @@ def associative_scan(x: UOp, op: Ops, axis: int) -> UOp:
   first_odd = odd.shrink(tuple((0, rest) if i == axis else (0, s) for i, s in enumerate(odd.shape)))
   even = combine(first_odd, every_other(x, axis, 2, rest))
   head = x.shrink(tuple((0, 1) if i == axis else (0, s) for i, s in enumerate(x.shape)))
-  return interleave(concat(head, even, axis), odd, axis)
+  return interleave(head.concat(even, axis), odd, axis)
 
 def cumulative_composition(x: UOp, node: UOp) -> UOp:
   op, axis, reverse = node.arg
@@ -269,7 +263,7 @@ def product_tree(x: UOp, node: UOp) -> UOp:
     half = (m + 1) // 2
     lo = y.shrink(((0, half),) + tuple((0, s) for s in y.shape[1:]))
     hi = y.shrink(((half, m),) + tuple((0, s) for s in y.shape[1:]))
-    if m - half != half: hi = concat(hi, UOp.const(1, y.dtype, (1,) + y.shape[1:]), 0)
+    if m - half != half: hi = hi.concat(UOp.const(1, y.dtype, (1,) + y.shape[1:]), 0)
     y = UOp(Ops.MUL, y.dtype, (lo, hi))
   return y.reshape(y.shape[1:])
 
