@@ -2,7 +2,7 @@
 
 Run from the repository root: `python bench/bench.py`, or with a Python that has JAX and PyTorch installed (a
 test-only virtual environment, never a dependency: `pip install jax torch==2.13.0`) to add them. A peer that is not
-installed is said so and skipped. Prints one table, a row per workload of issue 13 (W1-W7, and fft2): the median
+installed is said so and skipped. Prints one table, a row per workload of issue 13 (W1-W7, and fft2 and a transpose): the median
 time per library (of at least 20 calls and a quarter second of them; each library timed in a process of its own, the
 best of two turns), tinyjx's speedup over numpy and over the best peer (above 1: faster), tinyjx's GFLOP/s where the
 flop count is well defined and its GB/s (the bytes the workload must read and write, at least) for the memory-bound
@@ -157,6 +157,25 @@ def fft2(n=512):
   want = np.fft.fft2(x)
   assert np.abs(np.asarray(f(tx)) - want).max() <= 1e-4 * np.abs(want).max()
   return fns, int(5 * n * n * np.log2(n * n)), 0   # the usual 5 N log2 N of a complex FFT
+
+def transpose(n=2048):
+  """A materialized float32 transpose (`tile_transposes` reads it a cache line at a time)."""
+  import tinyjx, tinyjx.numpy as jnp
+  x = np.random.default_rng(4).standard_normal((n, n), dtype=np.float32)
+  f = tinyjx.jit(lambda v: v.T)
+  tx = jnp.asarray(x)
+  fns = {'numpy': lambda: np.ascontiguousarray(x.T), 'tinyjx': lambda: f(tx).block_until_ready()}
+  jax, jjnp = load_jax()
+  if jax:
+    jf = jax.jit(lambda v: v.T)
+    jx = jjnp.asarray(x)
+    fns['jax'] = lambda: jf(jx).block_until_ready()
+  torch = load_torch()
+  if torch:
+    px = torch.from_numpy(x)
+    fns['torch'] = lambda: px.t().contiguous()
+  assert np.array_equal(np.asarray(f(tx)), x.T)
+  return fns, 0, 2 * x.nbytes                 # reads x once and writes the result
 
 # --- the MLP training step (784-512-512-10, batch 512, Adam) ---
 SIZES, BATCH, LR, B1, B2, EPS = (784, 512, 512, 10), 512, 1e-3, 0.9, 0.999, 1e-8
@@ -551,6 +570,7 @@ WORKLOADS = {
   'W2 matmul 256 f32': lambda: matmul(256),
   'W3 softmax rows 4096x1024': softmax_rows,
   'fft2 complex64 512x512': fft2,
+  'transpose 2048x2048 f32': transpose,
   'W4 MLP step 784-512-512-10 b512': mlp_step_bench,
   'W5 CNN step b128 Adam': cnn_step_bench,
   'W6 vmap(grad) 1024->10 b256': per_example_grads_bench,

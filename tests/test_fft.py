@@ -125,6 +125,8 @@ COMPILED = {
   'fft_longest_direct': (lambda x: jnp.fft.fft(x), lambda x: np.fft.fft(x), (3, fft_module.DIRECT)),
   'fft_past_direct': (lambda x: jnp.fft.fft(x), lambda x: np.fft.fft(x), (3, fft_module.DIRECT + 1)),
   'fft2_pow2': (lambda x: jnp.fft.fft2(x), lambda x: np.fft.fft2(x), (64, 512)),
+  'fft2_tiled_reorder': (lambda x: jnp.fft.fft2(x), lambda x: np.fft.fft2(x), (512, 256)),   # tile_transposes
+  'fftn_3d': (lambda x: jnp.fft.fftn(x), lambda x: np.fft.fftn(x), (4, 40, 36)),
   'fft_mixed_radix': (lambda x: jnp.fft.fft(x, norm='ortho'), lambda x: np.fft.fft(x, norm='ortho'), (2, 60)),
   'ifft_pow2': (lambda x: jnp.fft.ifft(x), lambda x: np.fft.ifft(x), (2, 256)),
   'fft_bluestein': (lambda x: jnp.fft.fft(x), lambda x: np.fft.fft(x), (2, 131)),

@@ -1,7 +1,7 @@
 """The lowering passes one by one: index algebra, simplify, decompose, schedule, memory planning, rendering."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
 import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx import dtypes, lower
@@ -168,7 +168,8 @@ def test_the_pipeline_is_an_ordered_list_of_named_passes():
   assert names[:4] == ['simplify', 'split_complex', 'decompose', 'schedule+index']
   assert names[-2:] == ['render', 'compile']
   assert [n for n, _ in lower.passes('as_matmul', 'estimate')] == [
-    'as_matmul', 'as_column_reduction', 'split_reductions', 'stash_shared', 'split_chains', 'block_sums',
+    'as_matmul', 'as_column_reduction', 'split_reductions', 'stash_shared', 'split_chains', 'tile_transposes',
+    'block_sums',
     'mark_parallel', 'spread_reductions', 'grid',
     'estimate']                                   # the sub-passes of optimize, each a named entry
   assert all(callable(fn) for _, fn in lower.PASSES)
@@ -640,3 +641,62 @@ def test_both_loops_of_a_split_chain_are_vectorized(cpu, tmp_path):
   inner = [i + 1 for i, ln in enumerate(lines) if i > block and ln.startswith("    for (int64_t i")][:2]
   assert len(inner) == 2, source
   for loop in inner: assert f"k.c:{loop}:" in res.stderr, (loop, res.stderr[-2000:])
+
+TRANSPOSES = [  # f(xp, *args), the args' shapes and dtypes, whether tile_transposes cuts the nest
+  (lambda xp, x: x.T * 2, [((1000, 1000), np.float32)], True),                       # a tail of 8 columns
+  (lambda xp, x, y: x.T + y, [((513, 300), np.float32), ((300, 513), np.float32)], True),
+  (lambda xp, x: x.T * 3, [((601, 257), np.float64)], True),                         # 8 per line, a tail of 1
+  (lambda xp, x: x.T * 3, [((700, 600), np.int8)], True),                            # 64 per line, wrapping
+  (lambda xp, x: x.T * 2, [((520, 520), np.float16)], True),
+  (lambda xp, x: xp.transpose(x, (2, 1, 0)) - 1, [((64, 64, 80), np.float32)], True),  # contiguous two loops out
+  (lambda xp, x: xp.pad(x, ((1, 2), (3, 0))).T * 2, [((600, 500), np.float32)], True),  # masked reads
+  (lambda xp, x: xp.transpose(x, (0, 2, 1)) * 2, [((64, 128, 96), np.float32)], False),  # back in 128 rows: L1
+  (lambda xp, x: x.T * 2, [((100, 100), np.float32)], False),                        # small: in cache as it is
+  (lambda xp, x: xp.transpose(x, (1, 0, 2)) * 2, [((300, 300, 16), np.float32)], False),  # lines read whole
+]
+
+@pytest.mark.parametrize('case', range(len(TRANSPOSES)))
+def test_a_transposed_read_runs_a_cache_line_at_a_time_with_the_same_results(cpu, case, monkeypatch):
+  """`tile_transposes`: a nest that reads some input across its innermost loop runs that loop in blocks of one
+  cache line of the read, outside the loop along which the read is contiguous (a tail nest for the rest of a
+  size that is no multiple of the block); nests whose reads come back to their lines while they are in L1, or
+  that are small, are left as they are. Results are numpy's bit for bit either way."""
+  from tinyjx.lower import optimize
+  f, specs, tiled = TRANSPOSES[case]
+  rng = np.random.default_rng(case)
+  args = [(rng.standard_normal(shape) * 50).astype(dt) for shape, dt in specs]
+  def build():
+    with tinyjx.Context(JAX_ENABLE_X64=True):
+      return cpu.compile_jaxpr(tinyjx.make_jaxpr(lambda *a: f(jnp, *a))(*args))
+  exe = build()
+  got = _run_exe(exe, *args)[0]
+  monkeypatch.setattr(optimize, 'TRANSPOSE_MIN_BYTES', 1 << 62)
+  plain = build()
+  assert (exe.source != plain.source) == tiled
+  with np.errstate(over='ignore'):
+    want = f(np, *args)
+  assert got.dtype == want.dtype
+  np.testing.assert_array_equal(got, want)
+  np.testing.assert_array_equal(_run_exe(plain, *args)[0], want)
+
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(st.lists(st.sampled_from([1, 3, 16, 17, 33, 64, 100, 257, 300, 600]), min_size=2, max_size=4),
+       st.randoms(use_true_random=False), st.sampled_from([np.float32, np.int32, np.float64]))
+def test_any_permutation_of_a_big_array_matches_numpy(shape, r, dt):
+  """Random permutations of arrays big enough for `tile_transposes` (whether it cuts the nest or not), with an
+  elementwise op on the read and a second operand read in order, on the compiled CPU: numpy's values, bit for bit."""
+  from tinyjx.devices.cpu import find_compiler, NoCompilerError
+  try:
+    find_compiler()
+  except NoCompilerError as e:
+    pytest.skip(str(e))
+  size = int(np.prod(shape))
+  assume(1 << 16 <= size <= 1 << 21)
+  perm = list(range(len(shape)))
+  r.shuffle(perm)
+  rng = np.random.default_rng(size)
+  x = (rng.standard_normal(shape) * 100).astype(dt)
+  y = (rng.standard_normal([shape[p] for p in perm]) * 100).astype(dt)
+  with tinyjx.Context(TINYJX_DEVICE='CPU', JAX_ENABLE_X64=True):
+    got = tinyjx.jit(lambda x, y: jnp.transpose(x, perm) * 3 - y)(jnp.asarray(x), jnp.asarray(y))
+  np.testing.assert_array_equal(np.asarray(got), np.transpose(x, perm) * 3 - y)

@@ -31,7 +31,7 @@ from tinyjx.lower.schedule import schedule, KernelItem
 from tinyjx.lower.index import build_kernel, NeedsBuffer
 from tinyjx.lower.memory import plan
 from tinyjx.lower.optimize import (is_matmul, as_matmul, as_column_reduction, split_reductions, stash_shared,
-                                   split_chains, block_sums, mark_parallel, estimate)
+                                   split_chains, tile_transposes, block_sums, mark_parallel, estimate)
 from tinyjx.lower.optimize_gpu import as_grid, spread_reductions, spread_of
 from tinyjx.lower.dialects import RENDERERS
 from tinyjx.lower.runtime import Executable, Slot, KernelCall, InterpretedStep, step_rules
@@ -192,6 +192,7 @@ PASSES = [
   ("split_reductions", on_kernels(split_reductions)),  # CPU: a big full sum runs as parallel chunks (fixed in number)
   ("stash_shared", on_kernels(stash_shared)),  # CPU: an exp two sibling loops both compute (softmax) is computed once
   ("split_chains", on_kernels(split_chains)),  # CPU: a loop whose tanh waits on a long argument runs as two, in blocks
+  ("tile_transposes", on_kernels(tile_transposes)),  # CPU: a transposed read runs a cache line at a time
   ("block_sums", on_kernels(block_sums)),  # CPU: float32 sums add float32 blocks into a double total, as PYTHON does
   ("mark_parallel", on_kernels(mark_parallel)),  # CPU: the outermost independent loop with enough work gets threads
   ("spread_reductions", do_spread_reductions),  # GPU: a long full reduction runs on many work groups, then one

@@ -17,6 +17,8 @@ Each rewrite is `name(kernel, device)` and changes the kernel in place. Each is 
 - `stash_shared`: an expensive expression two sibling loops both compute (softmax's exp) is computed once;
 - `split_chains`: an elementwise loop whose exp, log, tanh or erf waits on a long computation of its argument runs in
   blocks, each as two loops (the arguments into local arrays, then the functions): shorter dependent chains;
+- `tile_transposes`: an elementwise nest that reads some input across its innermost loop (a transpose) runs that
+  loop in blocks of one cache line, outside the loop along which the read is contiguous;
 - `block_sums`: the one rewrite here that changes rounding, on purpose: a float32 sum adds float32 partials of at
   most BLOCK elements (COLUMN_BLOCK rows for a column sum) into a total the renderer keeps in double, so sums are
   as accurate as the PYTHON device's (which sums float32 in float64) whatever their length and layout;
@@ -439,6 +441,63 @@ def _stash(a: Loop, b: Loop, stmts: list, k: Kernel, stashed: dict) -> None:
     use = {_rewrite(n, {a.var: b.var}): UOp(Ops.INDEX, n.dtype, (stashed[n], b.var))}
     for st in b.body:
       if isinstance(st, (Update, Store, Assign)): st.value = _rewrite(st.value, use)
+
+TRANSPOSE_LINE = 64             # bytes of a cache line: a transposed read runs in blocks of this many along the stores
+TRANSPOSE_MIN_BYTES = 1 << 18    # bytes a nest writes below which its transposed reads stay in cache as they are
+TRANSPOSE_MIN_ROWS = 256         # a read that comes back to a line within fewer rows finds it in L1 (16 KB of lines)
+
+def tile_transposes(k: Kernel, device=None) -> None:
+  """An elementwise nest that writes in order along its innermost loop but reads some input across it, a line or
+  more apart (a materialized transpose, `x.T * 2`, fft's last reorder), walks that input a cache line at a time:
+  the innermost loop is cut into blocks of one line of the read, and the blocks run outside the loop along which
+  the read is contiguous. Each line the read brings in is used whole before it leaves L1 (`x.T * 2` of 2048 x 2048
+  float32: 17 -> 3.5 ms). The same stores of the same values: results do not change."""
+  for i, s in reversed(list(enumerate(k.body))):
+    if isinstance(s, Loop) and (nest := _transpose_nest(s, k)) is not None: k.body[i:i + 1] = nest
+
+def _across(load: UOp, b: UOp) -> int:
+  """The stride of `load` along variable `b` where it is affine there and at least a cache line; else 0."""
+  terms, _ = sym.linear(load.src[1])
+  if any(b in sym.loop_vars(t) for t in terms if t is not b): return 0
+  stride = abs(terms.get(b, 0))
+  return stride if stride * load.dtype.itemsize >= TRANSPOSE_LINE else 0
+
+def _along(load: UOp, loops: list, stride: int) -> Loop | None:
+  """Of `loops`, the one along which `load` walks memory most closely (less than `stride` apart): the smallest
+  affine stride, or else the innermost loop the index uses in a division or remainder (fft's digit reversal)."""
+  terms, _ = sym.linear(load.src[1])
+  steps = [l for l in loops if terms.get(l.var)]
+  if steps and abs(terms[(best := min(reversed(steps), key=lambda l: abs(terms[l.var]))).var]) < stride: return best
+  mixed = set().union(*(sym.loop_vars(t) for t in terms if t.op is not Ops.RANGE)) if terms else set()
+  return next((l for l in reversed(loops) if l.var in mixed), None)
+
+def _transpose_nest(top: Loop, k: Kernel) -> list | None:
+  """The statements replacing nest `top` (see tile_transposes), or None where it is no such nest."""
+  loops, inner = _perfect_nest([top])
+  if len(loops) < 2 or not inner or any(l.serial or l.acc is not None for l in loops): return None
+  if not all(isinstance(s, Store) and s.valid.op is Ops.CONST for s in inner): return None
+  b = loops[-1].var
+  if any(sym.linear(s.idx)[0].get(b) != 1 for s in inner) or any(_reads_outputs(s.value, k) for s in inner): return None
+  reads = [(n, stride) for n in toposort([s.value for s in inner]) if n.op is Ops.LOAD and (stride := _across(n, b))]
+  if not reads: return None
+  load, stride = reads[0]
+  line = TRANSPOSE_LINE // load.dtype.itemsize
+  size = loops[-1].size
+  written = math.prod(l.size for l in loops) * max(s.value.dtype.itemsize for s in inner)
+  if size < 2 * line or written < TRANSPOSE_MIN_BYTES: return None
+  if (a := _along(load, loops[:-1], stride)) is None: return None
+  if math.prod(l.size for l in loops[loops.index(a) + 1:]) < TRANSPOSE_MIN_ROWS: return None
+  n = _max_var(k.body) + 1
+  def stores(at: UOp, va: UOp) -> list:
+    m = {b: at, a.var: va}
+    return [Store(s.buf, _rewrite(s.idx, m), _rewrite(s.value, m), s.valid) for s in inner]
+  blocks, bi = sym.loop_var(n, size // line), sym.loop_var(n + 1, line)
+  body: list = [Loop(blocks, [Loop(a.var, [Loop(bi, stores(sym.add(sym.mul(blocks, line), bi), a.var))])])]
+  if size % line:
+    tail, ta = sym.loop_var(n + 2, size % line), sym.loop_var(n + 3, a.size)
+    body.append(Loop(ta, [Loop(tail, stores(sym.add(sym.const(size - size % line), tail), ta))]))
+  for l in reversed([l for l in loops[:-1] if l is not a]): body = [Loop(l.var, body)]
+  return body
 
 FISSION_BLOCK = 256              # elements per block of a split elementwise loop (its arrays stay in L1)
 FISSION_MIN_OPS = 4              # operations before a transcendental's argument is done that make a split pay

@@ -218,17 +218,18 @@ def _axes_and_sizes(x: Array, s, axes, name: str) -> tuple[list, list]:
   return axes, list(s) if s is not None else [None] * len(axes)
 
 def fftn(a, s=None, axes=None, norm=None) -> Array:
-  """The transform over several axes (all by default): one 1-D transform per axis (numpy.fft.fftn)."""
+  """The transform over several axes (all by default): one 1-D transform per axis, the last axis first, as
+  numpy.fft.fftn runs them (its rounding; and the last axis is the contiguous one)."""
   x = _inexact(a)
   axes, sizes = _axes_and_sizes(x, s, axes, 'fftn')
-  for ax, n in zip(axes, sizes): x = _c2c(x, n, ax, norm, False, 'fftn')
+  for ax, n in reversed(list(zip(axes, sizes))): x = _c2c(x, n, ax, norm, False, 'fftn')
   return x
 
 def ifftn(a, s=None, axes=None, norm=None) -> Array:
-  """The inverse transform over several axes (numpy.fft.ifftn)."""
+  """The inverse transform over several axes, the last axis first (numpy.fft.ifftn)."""
   x = _inexact(a)
   axes, sizes = _axes_and_sizes(x, s, axes, 'ifftn')
-  for ax, n in zip(axes, sizes): x = _c2c(x, n, ax, norm, True, 'ifftn')
+  for ax, n in reversed(list(zip(axes, sizes))): x = _c2c(x, n, ax, norm, True, 'ifftn')
   return x
 
 def fft2(a, s=None, axes=(-2, -1), norm=None) -> Array:
