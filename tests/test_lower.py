@@ -743,3 +743,31 @@ def test_any_permutation_of_a_big_array_matches_numpy(shape, r, dt):
   with tinyjx.Context(TINYJX_DEVICE='CPU', JAX_ENABLE_X64=True):
     got = tinyjx.jit(lambda x, y: jnp.transpose(x, perm) * 3 - y)(jnp.asarray(x), jnp.asarray(y))
   np.testing.assert_array_equal(np.asarray(got), np.transpose(x, perm) * 3 - y)
+
+CONST_DOTS = [  # f, its args' shapes, numpy's f (on float64)
+  (lambda x: x @ jnp.ones((96, 70), jnp.float32), [(130, 96)], lambda x: x @ np.ones((96, 70))),
+  (lambda y: jnp.full((50, 96), -1.0, jnp.float32) @ y, [(96, 70)], lambda y: np.full((50, 96), -1.0) @ y),
+  (lambda x: jnp.einsum('bij,jk->bik', x, jnp.full((40, 24), 0.5, jnp.float32)), [(3, 30, 40)],
+   lambda x: np.einsum('bij,jk->bik', x, np.full((40, 24), 0.5))),
+  (tinyjx.grad(lambda x, w: (x @ w).sum(), argnums=(0, 1)), [(64, 96), (96, 80)],
+   lambda x, w: (np.ones((64, 80)) @ w.T, x.T @ np.ones((64, 80)))),
+  (tinyjx.grad(lambda q, k, v: (tinyjx.nn.softmax(q @ jnp.swapaxes(k, -1, -2), axis=-1) @ v).sum(), argnums=2),
+   [(2, 40, 16)] * 3, lambda q, k, v: np.swapaxes(_np_softmax(q @ np.swapaxes(k, -1, -2)), -1, -2) @ np.ones((2, 40, 16))),
+]
+
+@pytest.mark.parametrize('case', range(len(CONST_DOTS)))
+def test_a_contraction_with_a_constant_operand_sums_once_and_broadcasts(case):
+  """dot_general with a constant operand (the ones of a sum's gradient, `grad((x @ w).sum())`): the products do
+  not vary along the constant's free axes, so the sums run once and are broadcast, with no matmul (grad of the
+  sum of an 8 x 256 x 64 attention: 28 -> 2.5 ms). Values are numpy's."""
+  from tinyjx.lower.optimize import is_matmul
+  f, shapes, ref = CONST_DOTS[case]
+  rng = np.random.default_rng(case)
+  args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    exe = tinyjx.jit(f).lower(*args).compile().executable
+    got = tinyjx.jit(f)(*args)
+  if case < 3: assert not any(is_matmul(k) for k in exe.kernels)
+  want = ref(*[a.astype(np.float64) for a in args])
+  for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+    np.testing.assert_allclose(np.asarray(g), w, rtol=2e-5, atol=2e-4)

@@ -110,8 +110,16 @@ def dot_general(a: UOp, b: UOp, d: UOp) -> UOp:
   av = av.reshape(av.shape[:nb + nfa] + (1,) * nfb + av.shape[nb + nfa:])
   bv = bv.reshape(bv.shape[:nb] + (1,) * nfa + bv.shape[nb:])
   full = tuple(q if p == 1 else p for p, q in zip(av.shape, bv.shape))
+  kaxes = tuple(range(nb + nfa + nfb, nb + nfa + nfb + nk))
+  if nk and (a.op is Ops.CONST or b.op is Ops.CONST):
+    # a constant operand (the ones of a sum's gradient): the products do not vary along its free axes, so the sums
+    # run once over the other operand's shape and are broadcast (the same products, added in the same order)
+    small = UOp(Ops.MUL, acc, (av, UOp.const(b.arg[0], acc, av.shape)) if b.op is Ops.CONST else
+                (UOp.const(a.arg[0], acc, bv.shape), bv))
+    sums = UOp(Ops.REDUCE, acc, (small,), (Ops.ADD, kaxes))
+    return sums.expand(full[:nb + nfa + nfb]).reshape(d.shape).cast(d.dtype)
   prod = UOp(Ops.MUL, acc, (av.expand(full), bv.expand(full)))
-  out = UOp(Ops.REDUCE, acc, (prod,), (Ops.ADD, tuple(range(nb + nfa + nfb, nb + nfa + nfb + nk))))
+  out = UOp(Ops.REDUCE, acc, (prod,), (Ops.ADD, kaxes))
   return out.reshape(d.shape).cast(d.dtype) if nk else prod.reshape(d.shape).cast(d.dtype)
 
 def low_precision_alu(n: UOp):
