@@ -771,3 +771,17 @@ def test_a_contraction_with_a_constant_operand_sums_once_and_broadcasts(case):
   want = ref(*[a.astype(np.float64) for a in args])
   for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
     np.testing.assert_allclose(np.asarray(g), w, rtol=2e-5, atol=2e-4)
+
+def test_a_packed_operand_can_read_at_the_flat_contraction_index(cpu):
+  """A weight gradient through a layer norm, `grad(w -> sum((ln(x) @ w) ** 2))`, packs ln(x) contraction-outer over
+  two contraction variables, and reads the norm's statistics at their flattened index: the load hoisted out of the
+  packing's row loop must come after that index's temporary (the C did not compile: `t1` undeclared)."""
+  def ln(x): return (x - x.mean(-1, keepdims=True)) / jnp.sqrt(x.var(-1, keepdims=True) + 1e-5)
+  rng = np.random.default_rng(0)
+  x, w = rng.standard_normal((4, 16, 32)).astype(np.float32), rng.standard_normal((32, 48)).astype(np.float32)
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    got = tinyjx.jit(tinyjx.grad(lambda w, x: ((ln(x) @ w) ** 2).sum()))(w, x)
+  x64 = x.astype(np.float64)
+  n = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5)
+  want = np.einsum('btd,bte->de', n, 2 * (n @ w.astype(np.float64)))
+  np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-3)

@@ -293,6 +293,9 @@ class CRenderer(MatmulEmitter):
   def emit(self, home: int, line: str) -> None:
     sc = self.scopes[home]
     if home == len(self.scopes) - 1:
+      # where the scope's hoisting point is its end, it moves past this temporary: a temporary hoisted here later,
+      # out of a loop opened after it, may read it (a matmul's packing: the flat contraction index, then a load at it)
+      if sc.hoist == len(sc.lines): sc.hoist += 1
       sc.lines.append(sc.pad + line)
       return
     sc.lines.insert(sc.hoist, sc.pad + line)
