@@ -286,12 +286,28 @@ def scatter(x, idx, values, how: str, mode=None) -> Array:
   updates are dropped (mode 'clip' clamps them instead) and duplicate indices accumulate."""
   x = asarray(x)
   oob = _mode(mode, _SET_MODES, f"x.at[idx].{how}")
+  if (rows := _row_index(idx, x, oob)) is not None:
+    upd = _fit_updates(asarray(values), x.dtype, rows.shape + x.shape[1:])
+    return Array(UOp(Ops.SCATTER, x.dtype, (x.uop, rows.uop, upd), how), x.weak)
   positions = Array(UOp(Ops.IOTA, dtypes.int32, (), ((x.size,), 0)).reshape(x.shape))
   sel = index(positions, idx, 'clip' if oob == 'clip' else 'fill', -1)
   upd = _fit_updates(asarray(values), x.dtype, sel.shape)
   n = sel.size
   srcs = (x.uop.reshape((x.size,)), sel.uop.reshape((n,)), upd.reshape((n,)))
   return Array(UOp(Ops.SCATTER, x.dtype, srcs, how).reshape(x.shape), x.weak)
+
+def _row_index(idx, x: Array, oob: str) -> Array | None:
+  """For an index that is one integer array along axis 0 (`x.at[i]`, the rest whole): the rows it updates, each
+  update a whole row of x (SCATTER's own form, its updates the size of the rows). Negative rows count from the end;
+  past either end they are dropped (moved to x.shape[0], which SCATTER skips) or, with mode 'clip', clamped. The
+  general path writes every element through its flat position instead, and then reshapes a copy of x's size."""
+  if x.ndim == 0 or isinstance(idx, tuple) and len(idx) != 1: return None
+  entries = _entries(idx, x.shape)
+  if entries[0][0] != 'adv' or any(e != ('slice', _FULL) for e in entries[1:]): return None
+  (arr,), _ = _index_arrays([(0, entries[0][1])])
+  if arr.ndim == 0: return None
+  flat, valid = _flat_index([arr], [x.shape[0]], 'clip' if oob == 'clip' else 'fill')
+  return flat if valid is None else core.where(valid, flat, x.shape[0])
 
 def _fit_updates(v: Array, dt, shape: tuple) -> UOp:
   """The updates cast to x's dtype and broadcast to the indexed shape (extra leading size-1 dims dropped)."""
