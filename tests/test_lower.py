@@ -168,7 +168,7 @@ def test_the_pipeline_is_an_ordered_list_of_named_passes():
   assert names[:4] == ['simplify', 'split_complex', 'decompose', 'schedule+index']
   assert names[-2:] == ['render', 'compile']
   assert [n for n, _ in lower.passes('as_matmul', 'estimate')] == [
-    'as_matmul', 'as_column_reduction', 'split_reductions', 'stash_shared', 'split_chains', 'tile_transposes',
+    'as_matmul', 'as_column_reduction', 'as_column_scan', 'split_reductions', 'stash_shared', 'split_chains', 'tile_transposes',
     'block_sums',
     'mark_parallel', 'spread_reductions', 'grid',
     'estimate']                                   # the sub-passes of optimize, each a named entry
@@ -785,3 +785,35 @@ def test_a_packed_operand_can_read_at_the_flat_contraction_index(cpu):
   n = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5)
   want = np.einsum('btd,bte->de', n, 2 * (n @ w.astype(np.float64)))
   np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-3)
+
+SCANS = [  # f, the arg's shape and dtype
+  (lambda x: jnp.cumsum(x, axis=0), (300, 40), np.float32),          # two tiles of 20 running sums
+  (lambda x: jnp.cumsum(x, axis=1), (8, 600, 5), np.float32),        # 5 columns: one tile, per batch
+  (lambda x: tinyjx.lax.cumsum(x, axis=0, reverse=True), (257, 64), np.float64),
+  (lambda x: jnp.cumprod(x * 0.01 + 1, axis=0), (100, 96), np.float32),
+  (lambda x: tinyjx.lax.cummax(x, axis=0), (99, 48), np.float32),     # with NaNs
+  (lambda x: tinyjx.lax.cummin(x, axis=1, reverse=True), (4, 50, 32), np.int32),
+  (lambda x: jnp.cumsum(x, axis=1), (300, 40), np.float32),          # along rows: left as it is
+]
+
+@pytest.mark.parametrize('case', range(len(SCANS)))
+def test_a_scan_down_columns_keeps_a_row_of_running_values_with_the_same_results(cpu, case, monkeypatch):
+  """`as_column_scan`: a scan along an axis that is not the last keeps a row of running values (in tiles, the
+  innermost loop along memory); each column combines the same values in the same order, in the same accumulator
+  type, so the results are the plain scan's bit for bit, and the reference device's."""
+  from tinyjx.lower import optimize
+  f, shape, dt = SCANS[case]
+  rng = np.random.default_rng(case)
+  x = (rng.standard_normal(shape) * 100).astype(dt)
+  if dt == np.float32: x.reshape(-1)[::37] = np.nan if case == 4 else x.reshape(-1)[::37]
+  def build():
+    with tinyjx.Context(JAX_ENABLE_X64=True):
+      return cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(x))
+  exe = build()
+  got = _run_exe(exe, x)[0]
+  monkeypatch.setattr(optimize, '_column_scan', lambda k: None)
+  plain = build()
+  assert (exe.source != plain.source) == (case != 6)
+  np.testing.assert_array_equal(got, _run_exe(plain, x)[0])
+  with tinyjx.Context(JAX_ENABLE_X64=True, TINYJX_DEVICE='PYTHON'):
+    np.testing.assert_array_equal(got, np.asarray(f(jnp.asarray(x))))

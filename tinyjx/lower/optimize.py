@@ -12,6 +12,8 @@ Each rewrite is `name(kernel, device)` and changes the kernel in place. Each is 
   it out;
 - `as_column_reduction`: a reduction over a strided axis (`x.sum(0)`) keeps a row of accumulators, so the
   innermost loop walks memory in order and vectorizes;
+- `as_column_scan`: a scan along an axis that is not the last (`cumsum(x, 0)`) keeps a row of running values, so
+  the innermost loop walks memory in order and vectorizes;
 - `split_reductions`: a big reduction at the top of a kernel runs as a fixed number of parallel chunks,
   combined in order (the result does not depend on the thread count);
 - `stash_shared`: an expensive expression two sibling loops both compute (softmax's exp) is computed once;
@@ -294,6 +296,39 @@ def _column_nest(k: Kernel):
   nest: list = [Loop(ju, [update])]
   for l in reversed(red): nest = [Loop(l.var, nest, serial=True)]
   stmts: list = [Decl(acc, tile), *nest, Loop(js, [stored])]
+  if size > tile: stmts = [Loop(jt, stmts)]
+  for l in reversed(loops[:-1]): stmts = [Loop(l.var, stmts)]
+  return stmts
+
+def as_column_scan(k: Kernel, device=None) -> None:
+  """A scan along an axis that is not the last (`jnp.cumsum(x, axis=0)`) keeps a row of running values along the
+  axis after it, so the innermost loop reads and writes memory in order and vectorizes, where each column was
+  scanned on its own down a stride (4096 x 1024 float32: 20 -> 1.5 ms). Each column's values are combined in the
+  same order, in the same accumulator type: results do not change."""
+  if (stmts := _column_scan(k)) is not None: k.body = stmts
+
+def _column_scan(k: Kernel):
+  """The statements of `as_column_scan`, or None where the kernel is no such scan."""
+  loops, inner = _perfect_nest(k.body)
+  if not loops or len(inner) != 2 or not isinstance(inner[0], Decl) or inner[0].size: return None
+  scan = inner[1]
+  if not isinstance(scan, Loop) or scan.acc is not inner[0].acc or len(scan.body) != 2: return None
+  update, store = scan.body
+  if not isinstance(update, Update) or update.at is not None or not isinstance(store, Store): return None
+  acc, j, kv = scan.acc, loops[-1].var, scan.var
+  terms = sym.linear(store.idx)[0]
+  if terms.get(j) != 1 or terms.get(kv, 0) in (0, 1): return None
+  size = loops[-1].size
+  tile = max((d for d in range(16, 513) if size % d == 0 and size // d >= 2), default=size if size <= 512 else 0)
+  if not tile: return None
+  n = _max_var(k.body) + 1
+  jt = sym.loop_var(n, size // tile) if size > tile else sym.const(0)
+  js = sym.loop_var(n + 1, tile)
+  at = {j: sym.add(sym.mul(jt, tile), js)}
+  element = UOp(Ops.INDEX, acc.dtype, (acc, js))
+  body = [Update(acc, _rewrite(update.value, at), js),
+          Store(store.buf, _rewrite(store.idx, at), _rewrite(store.value, {**at, acc: element}), store.valid)]
+  stmts: list = [Decl(acc, tile), Loop(kv, [Loop(js, body)], serial=True)]
   if size > tile: stmts = [Loop(jt, stmts)]
   for l in reversed(loops[:-1]): stmts = [Loop(l.var, stmts)]
   return stmts
