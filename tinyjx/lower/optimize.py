@@ -285,20 +285,29 @@ def _column_nest(k: Kernel):
   size = loops[-1].size
   tile = size if size <= 1024 else max((d for d in range(64, 1025) if size % d == 0), default=0)
   if not tile: return None
+  def tile_stmts(at, n: int) -> list:
+    ju, js = sym.loop_var(n, tile), sym.loop_var(n + 1, tile)
+    nest: list = [Loop(ju, [Update(acc, _rewrite(body[0].value, at(ju)), ju)])]
+    for l in reversed(red): nest = [Loop(l.var, nest, serial=True)]
+    return [Decl(acc, tile), *nest, Loop(js, [_store_element(store, at(js), acc, js)])]
+  return _column_tiles(k, loops, tile, tile_stmts)
+
+def _column_tiles(k: Kernel, loops: list, tile: int, tile_stmts) -> list:
+  """The nest of a column rewrite (`as_column_reduction`, `as_column_scan`): the innermost of `loops` cut into tiles
+  of `tile` (a loop over them where there are several), inside the other loops. `tile_stmts(at, n)` gives one
+  tile's statements: `at(v)` maps the innermost variable to element v of the tile, n is the first free variable."""
+  size, j = loops[-1].size, loops[-1].var
   n = _max_var(k.body) + 1
   jt = sym.loop_var(n, size // tile) if size > tile else sym.const(0)
-  ju, js = sym.loop_var(n + 1, tile), sym.loop_var(n + 2, tile)
-  j = loops[-1].var
-  def at(v: UOp) -> dict: return {j: sym.add(sym.mul(jt, tile), v)}
-  update = Update(acc, _rewrite(body[0].value, at(ju)), ju)
-  element = UOp(Ops.INDEX, acc.dtype, (acc, js))
-  stored = Store(store.buf, _rewrite(store.idx, at(js)), _rewrite(store.value, {**at(js), acc: element}), store.valid)
-  nest: list = [Loop(ju, [update])]
-  for l in reversed(red): nest = [Loop(l.var, nest, serial=True)]
-  stmts: list = [Decl(acc, tile), *nest, Loop(js, [stored])]
+  stmts = tile_stmts(lambda v: {j: sym.add(sym.mul(jt, tile), v)}, n + 1)
   if size > tile: stmts = [Loop(jt, stmts)]
   for l in reversed(loops[:-1]): stmts = [Loop(l.var, stmts)]
   return stmts
+
+def _store_element(store: Store, at: dict, acc: UOp, v: UOp) -> Store:
+  """`store` at the element `at` picks, storing accumulator `acc`'s element v where it stored `acc`."""
+  element = UOp(Ops.INDEX, acc.dtype, (acc, v))
+  return Store(store.buf, _rewrite(store.idx, at), _rewrite(store.value, {**at, acc: element}), store.valid)
 
 def as_column_scan(k: Kernel, device=None) -> None:
   """A scan along an axis that is not the last (`jnp.cumsum(x, axis=0)`) keeps a row of running values along the
@@ -315,23 +324,17 @@ def _column_scan(k: Kernel):
   if not isinstance(scan, Loop) or scan.acc is not inner[0].acc or len(scan.body) != 2: return None
   update, store = scan.body
   if not isinstance(update, Update) or update.at is not None or not isinstance(store, Store): return None
-  acc, j, kv = scan.acc, loops[-1].var, scan.var
+  acc, kv = scan.acc, scan.var
   terms = sym.linear(store.idx)[0]
-  if terms.get(j) != 1 or terms.get(kv, 0) in (0, 1): return None
+  if terms.get(loops[-1].var) != 1 or terms.get(kv, 0) in (0, 1): return None
   size = loops[-1].size
   tile = max((d for d in range(16, 513) if size % d == 0 and size // d >= 2), default=size if size <= 512 else 0)
   if not tile: return None
-  n = _max_var(k.body) + 1
-  jt = sym.loop_var(n, size // tile) if size > tile else sym.const(0)
-  js = sym.loop_var(n + 1, tile)
-  at = {j: sym.add(sym.mul(jt, tile), js)}
-  element = UOp(Ops.INDEX, acc.dtype, (acc, js))
-  body = [Update(acc, _rewrite(update.value, at), js),
-          Store(store.buf, _rewrite(store.idx, at), _rewrite(store.value, {**at, acc: element}), store.valid)]
-  stmts: list = [Decl(acc, tile), Loop(kv, [Loop(js, body)], serial=True)]
-  if size > tile: stmts = [Loop(jt, stmts)]
-  for l in reversed(loops[:-1]): stmts = [Loop(l.var, stmts)]
-  return stmts
+  def tile_stmts(at, n: int) -> list:
+    js = sym.loop_var(n, tile)
+    body = [Update(acc, _rewrite(update.value, at(js)), js), _store_element(store, at(js), acc, js)]
+    return [Decl(acc, tile), Loop(kv, [Loop(js, body)], serial=True)]
+  return _column_tiles(k, loops, tile, tile_stmts)
 
 def _max_acc(stmts: list) -> int:
   out = -1
@@ -501,8 +504,8 @@ def _along(load: UOp, loops: list, stride: int) -> Loop | None:
   """Of `loops`, the one along which `load` walks memory most closely (less than `stride` apart): the smallest
   affine stride, or else the innermost loop the index uses in a division or remainder (fft's digit reversal)."""
   terms, _ = sym.linear(load.src[1])
-  steps = [l for l in loops if terms.get(l.var)]
-  if steps and abs(terms[(best := min(reversed(steps), key=lambda l: abs(terms[l.var]))).var]) < stride: return best
+  best = min((l for l in reversed(loops) if terms.get(l.var)), key=lambda l: abs(terms[l.var]), default=None)
+  if best is not None and abs(terms[best.var]) < stride: return best
   mixed = set().union(*(sym.loop_vars(t) for t in terms if t.op is not Ops.RANGE)) if terms else set()
   return next((l for l in reversed(loops) if l.var in mixed), None)
 

@@ -85,7 +85,7 @@ def _repeated_operands(n: UOp) -> list:
   """For a sum of products (a contraction), each operand's computed source that the operand's view reads
   more than once per element (the view, without the broadcast over the other operand, is bigger than it)."""
   if n.op is not Ops.REDUCE or n.arg[0] is not Ops.ADD: return []
-  prod = n.src[0].src[0] if n.src[0].op is Ops.PERMUTE else n.src[0]     # fold_permutes' layout change
+  prod = _product(n)
   if prod.op is not Ops.MUL: return []
   out = []
   for v in prod.src:
@@ -99,10 +99,14 @@ def _repeated_operands(n: UOp) -> list:
     if base.op not in INPUT_OPS: out.append(base)
   return out
 
+def _product(n: UOp) -> UOp:
+  """What sum `n` adds up, under fold_permutes' layout change (a PERMUTE of it)."""
+  return n.src[0].src[0] if n.src[0].op is Ops.PERMUTE else n.src[0]
+
 def _is_contraction(n: UOp) -> bool:
   """A sum of products big enough to be a matmul (index.py tiles it only when it writes its own buffer)."""
   if n.op is not Ops.REDUCE or n.arg[0] is not Ops.ADD: return False
-  prod = n.src[0].src[0] if n.src[0].op is Ops.PERMUTE else n.src[0]
+  prod = _product(n)
   return prod.op is Ops.MUL and n.size >= 64 and n.src[0].size >= 8 * n.size
 
 def _contractions_below(n: UOp) -> list:
@@ -123,16 +127,14 @@ def _operand_reductions(n: UOp, m: set) -> list:
   a contraction below gets a buffer of its own): fused, the reduction would run again for every product
   (`softmax(s) @ v`: 85 ms where the softmax and a tiled matmul take 1.5), so each such operand (under its views)
   gets a buffer, written by a kernel of its own (a softmax's, a layer norm's)."""
-  if not _is_contraction(n): return []
-  prod = n.src[0].src[0] if n.src[0].op is Ops.PERMUTE else n.src[0]
   out = []
-  for v in prod.src:
+  for v in _product(n).src:
     while v.op is Ops.EXPAND or v.op in GroupOp.Movement: v = v.src[0]
     if v in m or v.op in INPUT_OPS or _is_contraction(v): continue
     seen, stack = set(), [v]
     while stack:
       u = stack.pop()
-      if u in seen or u.op in INPUT_OPS or (u in m and u is not v) or _is_contraction(u): continue
+      if u in seen or u in m or u.op in INPUT_OPS or _is_contraction(u): continue
       seen.add(u)
       if u.op is Ops.REDUCE:
         out.append(v)
