@@ -1,7 +1,8 @@
 """Accuracy of the float32 transcendental functions of the C prelude (lower/prelude.py FAST_MATH) that jitted
-float32 exp, log, tanh and erf compile to: the largest error in ulp against float64 over a dense sweep of float32
-inputs (every 61st float32 bit pattern, every 613th for erf, from 0 to past the clamp, both signs), plus the special
-values +-0, subnormals, +-inf, NaN. The bounds stated here are the measured maxima, rounded up."""
+float32 exp, log, log1p, expm1, tanh and erf compile to: the largest error in ulp against float64 over a dense
+sweep of float32 inputs (every 61st float32 bit pattern, every 613th for erf, from 0 to past the clamp, both
+signs), plus the special values +-0, subnormals, +-inf, NaN. The bounds stated here are the measured maxima,
+rounded up."""
 import numpy as np
 import pytest
 
@@ -14,6 +15,8 @@ TANH_MAX_ULP = 6
 ERF_MAX_ULP = 7
 EXP_MAX_ULP = 1.5     # Cephes polynomial: measured 1.0
 LOG_MAX_ULP = 1       # measured 0.82
+LOG1P_MAX_ULP = 1.5   # log's polynomial and a rounding correction: measured 1.44
+EXPM1_MAX_ULP = 1.5   # exp's polynomial without its 1, and an exact 2^n - 1: measured 1.41
 
 def sweep(lo: float, hi: float, stride: int = 61) -> np.ndarray:
   """float32 values of both signs whose magnitudes run from lo to hi, every `stride`th bit pattern"""
@@ -98,13 +101,42 @@ def test_gelu_float32_matches_float64(approximate):
   # 0.5 x (1 + tanh(.)) cancels for x < 0: its error is |x| times tanh's near -1
   assert np.all(np.abs(got - want) <= 2e-6 * np.abs(want) + 4e-7 * np.abs(x))
 
-@pytest.mark.parametrize('name', ['exp', 'tanh', 'erf'])
+def test_log1p_ulp_and_special_values():
+  x = sweep(1e-44, 3e38)
+  x = x[x > -1]
+  err = ulp_error(run(jnp.log1p, x), np.log1p(x.astype(np.float64)))
+  assert err.max() <= LOG1P_MAX_ULP, (x[err.argmax()], err.max())
+  sub = np.float32(1e-40)
+  special = np.array([0.0, -0.0, sub, -sub, 1e-30, np.inf, -1.0, -2.0, -np.inf, np.nan, -0.99999994], np.float32)
+  got = run(jnp.log1p, special)
+  np.testing.assert_array_equal(got[:5], special[:5])         # exact below an ulp of 1, -0 keeping its sign
+  assert np.signbit(got[1]) and not np.signbit(got[0])
+  np.testing.assert_array_equal(got[5:7], [np.inf, -np.inf])
+  assert np.all(np.isnan(got[7:10]))
+  assert ulp_error(got[10:], np.log1p(special[10:].astype(np.float64))).max() <= LOG1P_MAX_ULP
+
+def test_expm1_ulp_and_special_values():
+  x = sweep(1e-44, 89.0)
+  x = x[x > -104.0]
+  with np.errstate(over='ignore'):
+    err = ulp_error(run(jnp.expm1, x), np.expm1(x.astype(np.float64)))
+  assert err.max() <= EXPM1_MAX_ULP, (x[err.argmax()], err.max())
+  sub = np.float32(1e-40)
+  special = np.array([0.0, -0.0, sub, -sub, np.inf, -np.inf, np.nan, 100.0, -200.0, 88.72, 88.5, 1e-8], np.float32)
+  got = run(jnp.expm1, special)
+  np.testing.assert_array_equal(got[:4], special[:4])
+  assert np.signbit(got[1]) and not np.signbit(got[0])
+  np.testing.assert_array_equal(got[4:6], [np.inf, -1.0])
+  assert np.isnan(got[6]) and got[7] == np.inf and got[8] == -1.0
+  assert ulp_error(got[9:], np.expm1(special[9:].astype(np.float64))).max() <= EXPM1_MAX_ULP   # up to overflow
+
+@pytest.mark.parametrize('name', ['exp', 'tanh', 'erf', 'log1p', 'expm1'])
 def test_nans_of_either_sign_come_back_nan(name):
   """The clamps compare float bits as integers, where a NaN is a number (a positive one past the top clamp, a
   negative one, such as the NaN x86 makes of 0 * inf, past the bottom one); the NaN still comes back, at every
   position of a vectorized loop, beside finite values that are unchanged."""
-  fn = {'exp': jnp.exp, 'tanh': jnp.tanh, 'erf': tinyjx.scipy.special.erf}[name]
-  x = np.linspace(-3.0, 3.0, 64, dtype=np.float32)
+  fn = {'exp': jnp.exp, 'tanh': jnp.tanh, 'erf': tinyjx.scipy.special.erf, 'log1p': jnp.log1p, 'expm1': jnp.expm1}[name]
+  x = np.linspace(-0.9 if name == 'log1p' else -3.0, 3.0, 64, dtype=np.float32)     # (log1p is NaN below -1)
   nans = np.array([0x7fc00000, 0xffc00000, 0x7f800001, 0xff812345, 0x7fffffff, 0xffffffff], np.uint32)
   where = np.array([0, 9, 17, 30, 46, 63])
   x[where] = nans.view(np.float32)

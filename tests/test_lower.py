@@ -666,6 +666,35 @@ def test_split_chains_covers_exp_log_two_outputs_and_rows_and_leaves_what_would_
         np.testing.assert_array_equal(g, p, err_msg=str(i))
         np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5, err_msg=str(i))
 
+@pytest.mark.parametrize('n', [513, 4133])
+def test_a_function_of_a_function_splits_between_them_with_the_same_results(cpu, n, monkeypatch):
+  """softplus (`log1p(exp(-|x|))`), log_sigmoid, softplus beside a sigmoid, and logaddexp: a float32 function of
+  another runs in blocks whose first loop computes the inner functions, whatever their arguments; the NaN test
+  logaddexp makes is computed again in the second loop rather than kept. Results are the unsplit kernel's bit
+  for bit (infinities and NaN included), and numpy's."""
+  from tinyjx.lower import optimize
+  rng = np.random.default_rng(n)
+  x, y = (rng.standard_normal(n).astype(np.float32) * 30 for _ in range(2))
+  x[:4], y[:4] = [np.nan, np.inf, -np.inf, np.inf], [1.0, np.inf, -np.inf, -np.inf]
+  def softplus(v): return np.logaddexp(v, 0.0)
+  def sigmoid(v): return 1 / (1 + np.exp(-v))
+  cases = [(tinyjx.nn.softplus, (x,), softplus), (tinyjx.nn.log_sigmoid, (x,), lambda v: -softplus(-v)),
+           (lambda v: tinyjx.nn.sigmoid(v) + tinyjx.nn.softplus(v), (x,), lambda v: sigmoid(v) + softplus(v)),
+           (jnp.logaddexp, (x, y), np.logaddexp)]
+  mark = f"[{optimize.FISSION_BLOCK}];"
+  for i, (f, args, ref) in enumerate(cases):
+    exe = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(*args))
+    assert mark in exe.source and "tjx_log1p_f32(acc" in exe.source, i
+    got = _run_exe(exe, *args)[0]
+    with monkeypatch.context() as m:
+      m.setattr(optimize, '_split_chain', lambda l, k: None)
+      plain_exe = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(*args))
+    assert mark not in plain_exe.source
+    np.testing.assert_array_equal(got, _run_exe(plain_exe, *args)[0], err_msg=str(i))
+    with np.errstate(over='ignore', invalid='ignore'):
+      want = ref(*[a.astype(np.float64) for a in args])
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-30, err_msg=str(i))
+
 def test_both_loops_of_a_split_chain_are_vectorized(cpu, tmp_path):
   """The two loops of each block of a split gelu are vectorized (GCC's own report on the kernel's source)."""
   import subprocess
@@ -817,3 +846,24 @@ def test_a_scan_down_columns_keeps_a_row_of_running_values_with_the_same_results
   np.testing.assert_array_equal(got, _run_exe(plain, x)[0])
   with tinyjx.Context(JAX_ENABLE_X64=True, TINYJX_DEVICE='PYTHON'):
     np.testing.assert_array_equal(got, np.asarray(f(jnp.asarray(x))))
+
+@pytest.mark.parametrize('dt', ['int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32', 'uint64'])
+def test_a_float32_to_int_cast_compares_in_float32_and_saturates_as_the_float64_cast(cpu, dt):
+  """A float32 value cast to an integer type compiles to `tjx_f32_to_*` (compares in float32, so the loop
+  vectorizes), and gives the float64 path's result on every edge: NaN to 0, the largest float32 below each bound,
+  each bound (the float32 of INT32_MAX is 2^31), infinities, truncation toward zero, -0."""
+  edges = [np.nan, np.inf, -np.inf, 0.0, -0.0, 0.7, -0.7, 1.5, -1.5, 127.9, -128.9, 255.5, 32767.5, -32768.5,
+           65535.9, 2147483520.0, 2.0 ** 31, -2.0 ** 31, -2147483904.0, 4294967040.0, 2.0 ** 32,
+           9223371487098961920.0, 2.0 ** 63, -2.0 ** 63, 2.0 ** 64, 3e38, -3e38]
+  x = np.array(edges * 40, np.float32)        # long enough to run the vector loop, not only its scalar tail
+  with tinyjx.Context(JAX_ENABLE_X64=True):
+    target = dtypes.to_dtype(np.dtype(dt))
+    exe = cpu.compile_jaxpr(tinyjx.make_jaxpr(lambda v: v.astype(target))(x))
+    assert f"tjx_f32_to_{lower.render.SUFFIX[target]}(" in exe.source
+    got = _run_exe(exe, x)[0]
+    via64 = _run_exe(cpu.compile_jaxpr(tinyjx.make_jaxpr(lambda v: v.astype(target))(x.astype(np.float64))),
+                     x.astype(np.float64))[0]
+  info = np.iinfo(dt)
+  want = [0 if v != v else info.max if v >= info.max else info.min if v <= info.min else int(v) for v in x.tolist()]
+  np.testing.assert_array_equal(got, via64)
+  assert got.tolist() == want

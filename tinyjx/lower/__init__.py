@@ -192,7 +192,7 @@ PASSES = [
   ("as_column_scan", on_kernels(as_column_scan)),  # CPU: cumsum(x, 0) keeps a row of running values, so it vectorizes
   ("split_reductions", on_kernels(split_reductions)),  # CPU: a big full sum runs as parallel chunks (fixed in number)
   ("stash_shared", on_kernels(stash_shared)),  # CPU: an exp two sibling loops both compute (softmax) is computed once
-  ("split_chains", on_kernels(split_chains)),  # CPU: a loop whose tanh waits on a long argument runs as two, in blocks
+  ("split_chains", on_kernels(split_chains)),  # CPU: a tanh of a long argument, a log1p of an exp: two loops, in blocks
   ("tile_transposes", on_kernels(tile_transposes)),  # CPU: a transposed read runs a cache line at a time
   ("block_sums", on_kernels(block_sums)),  # CPU: float32 sums add float32 blocks into a double total, as PYTHON does
   ("mark_parallel", on_kernels(mark_parallel)),  # CPU: the outermost independent loop with enough work gets threads

@@ -80,6 +80,8 @@ typedef uchar uint8_t; typedef ushort uint16_t; typedef uint uint32_t; typedef u
 #define nearbyint rint
 #define tjx_exp_f32 exp
 #define tjx_log_f32 log
+#define tjx_log1p_f32 log1p
+#define tjx_expm1_f32 expm1
 #define tjx_tanh_f32 tanh
 #define tjx_erf_f32 erf
 static inline float tjx_u32_as_f32(uint b) { return as_float(b); }
@@ -274,6 +276,8 @@ typedef uint64_t ulong;   /* the OpenCL sort's key type */
 #define NAN __int_as_float(0x7fc00000)
 #define tjx_exp_f32 expf
 #define tjx_log_f32 logf
+#define tjx_log1p_f32 log1pf
+#define tjx_expm1_f32 expm1f
 #define tjx_tanh_f32 tanhf
 #define tjx_erf_f32 erff
 static inline float tjx_u32_as_f32(uint32_t b) { return __uint_as_float(b); }

@@ -18,7 +18,8 @@ Each rewrite is `name(kernel, device)` and changes the kernel in place. Each is 
   combined in order (the result does not depend on the thread count);
 - `stash_shared`: an expensive expression two sibling loops both compute (softmax's exp) is computed once;
 - `split_chains`: an elementwise loop whose exp, log, tanh or erf waits on a long computation of its argument runs in
-  blocks, each as two loops (the arguments into local arrays, then the functions): shorter dependent chains;
+  blocks, each as two loops (the arguments into local arrays, then the functions): shorter dependent chains; a
+  function of a function (softplus' log1p of an exp) is cut between the two;
 - `tile_transposes`: an elementwise nest that reads some input across its innermost loop (a transpose) runs that
   loop in blocks of one cache line, outside the loop along which the read is contiguous;
 - `block_sums`: the one rewrite here that changes rounding, on purpose: a float32 sum adds float32 partials of at
@@ -540,7 +541,7 @@ def _transpose_nest(top: Loop, k: Kernel) -> list | None:
 FISSION_BLOCK = 256              # elements per block of a split elementwise loop (its arrays stay in L1)
 FISSION_MIN_OPS = 4              # operations before a transcendental's argument is done that make a split pay
 FISSION_MAX_CARRIED = 4          # values one block hands from the first loop to the second
-FAST_TRANSCENDENTAL = {Ops.EXP, Ops.LOG, Ops.TANH, Ops.ERF}   # float32: inline polynomials (lower/prelude.py)
+FAST_TRANSCENDENTAL = {Ops.EXP, Ops.LOG, Ops.LOG1P, Ops.EXPM1, Ops.TANH, Ops.ERF}   # float32 inline (lower/prelude.py)
 
 def split_chains(k: Kernel, device=None, stmts: list | None = None) -> None:
   """An elementwise loop whose float32 exp, log, tanh or erf waits on a long computation of its argument (the
@@ -548,8 +549,10 @@ def split_chains(k: Kernel, device=None, stmts: list | None = None) -> None:
   the arguments (and whatever else the rest needs of that work) into local arrays, the second the functions and
   the stores. One element's whole chain of dependent operations is longer than a core's out-of-order window can
   overlap across elements; split, each loop's chain is short (the gelu: 21 cycles a vector of 8 down to 16 in
-  cache, 1.14x at 4M elements). Results do not change: every operation is the same one, in the same order, on
-  the same values.
+  cache, 1.14x at 4M elements). A function of a function (softplus, `log1p(exp(-|x|))`) is cut between the two
+  instead, whatever the arguments: the first loop runs the inner functions (4M softplus: 7.3 -> 5.4 ms). A value
+  of the first loop's work that is not a float (a NaN test) and cheap is computed again in the second, not kept.
+  Results do not change: every operation is the same one, in the same order, on the same values.
   `stmts` (default the kernel's body) is the statement list being walked."""
   stmts = k.body if stmts is None else stmts
   for s in list(stmts):
@@ -570,11 +573,24 @@ def _split_chain(l: Loop, k: Kernel) -> list | None:
   first = [h for h in nodes if h in heavy and not any(m in heavy for m in toposort([h.src[0]]))]
   if not first: return None
   args = list(dict.fromkeys(h.src[0] for h in first))
-  if max(expr_cost(a) for a in args) < FISSION_MIN_OPS: return None
-  before = set(toposort(args))
+  if len(heavy) > len(first): before = set(toposort(first))            # a function of a function: cut after the first
+  elif max(expr_cost(a) for a in args) >= FISSION_MIN_OPS: before = set(toposort(args))   # cut before the functions
+  else: return None
   def carried(n: UOp) -> bool:
     return n in before and n.op not in NOT_ARITHMETIC and n.dtype is not IDX and l.var in sym.loop_vars(n)
-  frontier = list(dict.fromkeys(s for n in nodes if n not in before for s in n.src if carried(s)))
+  handed = list(dict.fromkeys(s for n in nodes if n not in before for s in n.src if carried(s)))
+  kept = {n for n in handed if n.dtype.kind == 'f'}
+  def again(n: UOp) -> bool:      # computed again in the second loop (from the kept values): not a float, cheap,
+    seen, todo, ops = set(), [n], 0   # and no function in it
+    while todo:
+      m = todo.pop()
+      if m in seen or (m in kept and m is not n): continue
+      seen.add(m)
+      if m in heavy: return False
+      ops += m.op not in NOT_ARITHMETIC and m.dtype is not IDX
+      todo.extend(m.src)
+    return n.dtype.kind != 'f' and ops <= FISSION_MIN_OPS
+  frontier = [n for n in handed if not again(n)]
   if not frontier or len(frontier) > FISSION_MAX_CARRIED or any(n.dtype.kind != 'f' for n in frontier): return None
   nv, na, size = _max_var(k.body) + 1, _max_acc(k.body) + 1, FISSION_BLOCK
   blocks = sym.loop_var(nv, l.size // size)

@@ -119,8 +119,13 @@ TJX_INT_OPS(uint8_t, uint8_t, u8, 8, 0)
 TJX_INT_OPS(uint16_t, uint16_t, u16, 16, 0)
 TJX_INT_OPS(uint32_t, uint32_t, u32, 32, 0)
 TJX_INT_OPS(uint64_t, uint64_t, u64, 64, 0)
+/* float to integer, saturating, NaN to 0 (XLA's conversion). The float32 form compares in float32, so it
+   vectorizes (a round trip through double did not): (float)HI is HI or, rounded, the next power of two, and no
+   float32 lies between HI and that, so both forms agree on every float32. */
 #define TJX_F2I(T, N, LO, HI) \
-static inline T tjx_f2i_##N(double x) { return x != x ? (T)0 : (x >= (double)HI ? HI : (x <= (double)LO ? LO : (T)x)); }
+static inline T tjx_f2i_##N(double x) { return x != x ? (T)0 : (x >= (double)HI ? HI : (x <= (double)LO ? LO : (T)x)); } \
+static inline T tjx_f32_to_##N(float x) { \
+  return x != x ? (T)0 : (x >= (float)HI ? HI : (x <= (float)LO ? LO : (T)x)); }
 TJX_F2I(int8_t, i8, INT8_MIN, INT8_MAX)
 TJX_F2I(int16_t, i16, INT16_MIN, INT16_MAX)
 TJX_F2I(int32_t, i32, INT32_MIN, INT32_MAX)
@@ -131,8 +136,8 @@ TJX_F2I(uint32_t, u32, 0, UINT32_MAX)
 TJX_F2I(uint64_t, u64, 0, UINT64_MAX)
 """
 
-FAST_MATH = r"""/* float32 exp and log as polynomials (Cephes' minimax coefficients), about 1-2 ulp, and tanh and erf as
-   rationals, all branch-free so that they vectorize */
+FAST_MATH = r"""/* float32 exp, log, log1p and expm1 as polynomials (Cephes' minimax coefficients), about 1-2 ulp, and
+   tanh and erf as rationals, all branch-free so that they vectorize */
 #ifdef __FMA__
 #define TJX_FMA(a, b, c) fmaf(a, b, c)
 #else
@@ -155,8 +160,8 @@ static inline float tjx_unit_signed(float t, float x) {
    bits hold n (no float-to-int conversion); 2^n in two factors, so that results near overflow and subnormal ones
    come out right. The clamp keeps n in range: x <= 89 as signed bits (negative floats are negative integers), then
    x >= -104 as unsigned bits (positive floats are below every negative one; larger negative magnitudes are
-   larger). */
-static inline float tjx_exp_f32(float x) {
+   larger). `tjx_exp_reduce` is the part exp and expm1 share: it sets n and returns expm1(r) = r + r^2 P(r). */
+static inline float tjx_exp_reduce(float x, int32_t* n_out) {
   int32_t xb = tjx_bits_f32(x);
   xb = xb < 0x42b20000 ? xb : 0x42b20000;
   uint32_t ub = (uint32_t)xb;
@@ -164,13 +169,18 @@ static inline float tjx_exp_f32(float x) {
   float xc = tjx_f32_bits((int32_t)ub);
   float k = TJX_FMA(xc, 1.44269504088896341f, 12582912.0f), n = k - 12582912.0f;
   int32_t kb; memcpy(&kb, &k, 4);
-  int32_t ni = kb - 0x4b400000, n1 = ni >> 1, n2 = ni - n1;
+  *n_out = kb - 0x4b400000;
   float r = TJX_FMA(n, -0.693145751953125f, xc);
   r = TJX_FMA(n, -1.428606765330187045e-06f, r);
   float p = 1.9875691500e-4f;
   p = TJX_FMA(p, r, 1.3981999507e-3f); p = TJX_FMA(p, r, 8.3334519073e-3f); p = TJX_FMA(p, r, 4.1665795894e-2f);
   p = TJX_FMA(p, r, 1.6666665459e-1f); p = TJX_FMA(p, r, 5.0000001201e-1f);
-  p = TJX_FMA(p, r * r, r) + 1.0f;
+  return TJX_FMA(p, r * r, r);
+}
+static inline float tjx_exp_f32(float x) {
+  int32_t ni;
+  float p = tjx_exp_reduce(x, &ni) + 1.0f;
+  int32_t n1 = ni >> 1, n2 = ni - n1;
   float res = p * tjx_f32_bits((n1 + 127) << 23) * tjx_f32_bits((n2 + 127) << 23);
   return x != x ? x : res;
 }
@@ -195,6 +205,25 @@ static inline float tjx_log_f32(float x) {
   res = x == 0.0f ? -INFINITY : res;
   res = x < 0.0f ? NAN : res;
   return (x != x || x == INFINITY) ? x : res;
+}
+/* log1p(x) = log(u) + (x - (u - 1)) / u, u = 1 + x rounded: the second term puts back what rounding u lost (x
+   itself where u is 1, which also keeps -0's sign), so the result keeps log's accuracy down to the smallest x.
+   u = 0 (x = -1) and u = inf take log(u) alone, where the correction would be 0/0 or inf/inf. */
+static inline float tjx_log1p_f32(float x) {
+  float u = 1.0f + x, lu = tjx_log_f32(u);
+  float res = u == 1.0f ? x : lu + (x - (u - 1.0f)) / u;
+  return (u == 0.0f || u == INFINITY) ? lu : res;
+}
+/* expm1(x) = 2^n expm1(r) + (2^n - 1), with exp's n, r and polynomial: expm1(r) = r + r^2 P(r) is never near a
+   cancellation, and 2^n - 1 is exact. Past n = 24 the -1 is below half an ulp of exp(x), so exp's result (its
+   two-factor scale, right up to overflow) is the answer. +-0 and NaN come back as they are. */
+static inline float tjx_expm1_f32(float x) {
+  int32_t ni;
+  float em = tjx_exp_reduce(x, &ni);
+  int32_t n1 = ni >> 1, n2 = ni - n1;
+  float s1 = tjx_f32_bits((n1 + 127) << 23), s2 = tjx_f32_bits((n2 + 127) << 23), s = s1 * s2;
+  float res = ni > 24 ? (em + 1.0f) * s1 * s2 : TJX_FMA(em, s, s - 1.0f);
+  return (x != x || x == 0.0f) ? x : res;
 }
 /* tanh(x) = x P(x^2) / Q(x^2) on |x| <= 9.5 (float32 tanh is +-1 past 9.02), at most 1; a NaN passes. The
    coefficients are bench/fit_rational.py's minimax fit (relative error 7e-9); float32 evaluation makes it at most

@@ -43,7 +43,7 @@ UNARY_F = {Ops.EXP: 'exp', Ops.LOG: 'log', Ops.EXPM1: 'expm1', Ops.LOG1P: 'log1p
 BINARY_F = {Ops.REM: 'fmod', Ops.POW: 'pow', Ops.ATAN2: 'atan2'}   # float operands; ints have prelude helpers
 INFIX = {Ops.ADD: '+', Ops.SUB: '-', Ops.MUL: '*', Ops.AND: '&', Ops.OR: '|', Ops.XOR: '^', Ops.CMPLT: '<',
          Ops.CMPLE: '<=', Ops.CMPEQ: '==', Ops.CMPNE: '!='}
-FAST_F32 = {Ops.EXP: 'exp', Ops.LOG: 'log', Ops.TANH: 'tanh', Ops.ERF: 'erf'}
+FAST_F32 = {Ops.EXP: 'exp', Ops.LOG: 'log', Ops.LOG1P: 'log1p', Ops.EXPM1: 'expm1', Ops.TANH: 'tanh', Ops.ERF: 'erf'}
 NARROW = {dtypes.bool_, dtypes.int8, dtypes.int16, dtypes.uint8, dtypes.uint16}
 SHORT_LOOP = 16   # GCC unrolls loops of up to this many iterations completely (its max-completely-peel-times)
 
@@ -358,6 +358,7 @@ class CRenderer(MatmulEmitter):
     if src is dtypes.float16: x, src = f"TJX_H2F({x})", dtypes.float32
     if dst is dtypes.float16: return f"TJX_F2H({x})"
     if dst is dtypes.bfloat16: return f"tjx_bf16((float)({x}))"
+    if src is dtypes.float32 and dst.kind in 'iu': return f"tjx_f32_to_{SUFFIX[dst]}({x})"
     if src.kind == 'f' and dst.kind in 'iu': return f"tjx_f2i_{SUFFIX[dst]}({x})"
     return f"(({self.type_names[dst]})({x}))"
 
