@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 import tinyjx
 import tinyjx.numpy as jnp
-from tinyjx import lax, grad, jit, jvp, vjp, vmap
+from tinyjx import dtypes, lax, grad, jit, jvp, vjp, vmap
 from tinyjx.uop import Ops, toposort
 from conftest import examples
 
@@ -474,3 +474,43 @@ def test_cpu_runs_loops_as_runtime_steps_not_unrolled(cpu):
   assert len(calls) == 2                                   # one trace per length, none per step
   assert len(exes[0].kernels) == len(exes[1].kernels) and len(exes[0].source) == len(exes[1].source)
   assert any(isinstance(s, LoopStep) and s.node.op is Ops.SCAN for s in exes[1].steps)
+
+def test_cpu_loop_steps_call_their_bodies_through_the_hit_path_and_fall_back_when_it_declines(cpu, monkeypatch):
+  """A loop's sub-programs that are only kernels run through `Executable.direct_runner` (jit's hit path) at
+  each iteration; where a runner declines (it returns None: another thread holds the arena) the iteration runs
+  through `Executable.run`. Under DEBUG=2 every call takes `run` (which times each kernel). The results are the
+  same every way, and the reference interpreter's."""
+  from tinyjx.lower.steps import LoopStep
+  def f(m, v):
+    def body(c):
+      w = m @ c[0]
+      return w / jnp.linalg.norm(w), c[1] + 1
+    return lax.while_loop(lambda c: c[1] < 30, body, (v, 0))[0]
+  rng = np.random.default_rng(0)
+  m, v = rng.standard_normal((16, 16)).astype(np.float32), np.ones(16, np.float32)
+  with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
+    want = np.asarray(jit(f)(m, v))
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    exe = jit(f).lower(m, v).compile().executable
+  step = next(s for s in exe.steps if isinstance(s, LoopStep))
+  assert all(r is not None for r in step.runners)
+  used, declined, ran = [], [], []
+  fast, slow = list(step.runners), [e.run for e in step.exes]
+  def counting(i, r):
+    def run(bufs):
+      used.append(i)
+      return r(bufs)
+    return run
+  step.runners = [counting(i, r) for i, r in enumerate(fast)]
+  for e in step.exes: monkeypatch.setattr(e, 'run', lambda bufs, run=e.run: (ran.append(1), run(bufs))[1])
+  dev = tinyjx.devices.get('CPU')
+  run_once = lambda: exe.run([dev.from_numpy(m, dtypes.float32), dev.from_numpy(v, dtypes.float32)])[0].numpy()
+  close(run_once(), want)
+  assert len(used) == 61 and not ran                # 31 conditions and 30 bodies
+  step.runners = [lambda bufs: declined.append(1) for _ in fast]
+  close(run_once(), want)
+  assert len(declined) == 61 and len(ran) == 61
+  ran.clear()
+  with tinyjx.Context(DEBUG=2):
+    close(run_once(), want)
+  assert len(ran) == 61
