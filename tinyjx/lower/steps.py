@@ -30,8 +30,9 @@ class LoopStep:
     self.reads, self.writes = set(self.src_slots), {s for s in slots if s is not None}
     self.exes = [st.device.compile_jaxpr(j) for j in node.arg.jaxprs]
     # jit's hit path for each sub-program that has one (only kernels, on host memory): an iteration of a small
-    # body then costs a few microseconds of Python instead of about 20 (Executable.run's general binding)
-    self.runners = [exe.direct_runner() for exe in self.exes]
+    # body then costs a few microseconds of Python instead of about 20 (Executable.run's general binding). (A
+    # compile that stops at a Lowering, CUDA's PTX check on a machine without a GPU, has no runner.)
+    self.runners = [exe.direct_runner() if hasattr(exe, 'direct_runner') else None for exe in self.exes]
     self.fast = self.runners
 
   def run(self, frame) -> None:
