@@ -402,6 +402,42 @@ def test_a_column_mean_spread_back_over_its_input_gets_a_kernel_of_its_own(shape
   assert len(exe.kernels) == kernels
   np.testing.assert_allclose(got, x - x.astype(np.float64).mean(axes, keepdims=True), rtol=1e-5, atol=1e-5)
 
+@pytest.mark.parametrize('shape, axes, kernels', [((4096, 256), (0,), 2), ((8, 40, 96), (0, 1), 2),
+                                                   ((300, 200), (1,), 1)])
+def test_a_column_variance_is_a_mean_then_one_sum_of_squares_that_never_stores_the_differences(shape, axes, kernels):
+  """`x.var(0)`: the mean is a column reduction of its own (the sum of squares walks x again, more elements than
+  the mean has), and the differences are squared and summed in one more kernel, never stored: a sum of squares
+  is no contraction (neither factor is broadcast), so nothing gives its factors a buffer. Along rows, one
+  kernel. Results match numpy's."""
+  x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+  f = lambda x: jnp.sqrt(((x - x.mean(axes, keepdims=True)) ** 2).mean(axes))
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    exe = tinyjx.jit(f).lower(x).compile().executable
+    got = np.asarray(tinyjx.jit(f)(x))
+  assert len(exe.kernels) == kernels and exe.n_intermediates == kernels - 1
+  np.testing.assert_allclose(got, x.astype(np.float64).std(axes), rtol=1e-5, atol=1e-6)
+
+@pytest.mark.parametrize('n, k, kernels', [(256, 256, 2), (96, 64, 2), (33, 7, 1)])
+def test_a_contraction_a_bigger_kernel_reads_gets_a_kernel_of_its_own(n, k, kernels):
+  """A row of a forward substitution, `where(rows == i, (b[i] - l[i] @ x) / l[i, i], x)`: the contraction
+  `l[i] @ x` is read by a kernel bigger than it, so it is computed by a kernel of its own (a column reduction
+  along x's rows) and the select walks its rows, instead of one kernel in the contraction's order that stores x
+  down its columns; one too small to be a matmul (schedule `_is_contraction`) stays fused. Results match numpy's."""
+  rng = np.random.default_rng(n)
+  l = np.tril(rng.standard_normal((n, n))).astype(np.float32) + n * np.eye(n, dtype=np.float32)
+  b, x = rng.standard_normal((n, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)
+  rows = np.arange(n)
+  def step(i, l, b, x):
+    r = b[i] - jnp.einsum('j,jk->k', l[i], x)
+    return jnp.where((jnp.arange(n) == i)[:, None], (r / l[i, i])[None, :], x)
+  i = n // 3
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    exe = tinyjx.jit(step).lower(i, l, b, x).compile().executable
+    got = np.asarray(tinyjx.jit(step)(i, l, b, x))
+  assert len(exe.kernels) == kernels and exe.kernels[0].name.startswith('k0_reduce_sum') == (kernels == 2)
+  want = np.where((rows == i)[:, None], (b[i] - l[i].astype(np.float64) @ x) / l[i, i], x)
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
 # --- the GPU kernel shape (optimize_gpu.py) ---
 def test_a_work_group_combines_an_accumulator_once_after_its_last_loop():
   """Threads' parts meet in one tree after the last loop that adds to them: combined after each loop, the second

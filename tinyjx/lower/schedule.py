@@ -9,7 +9,8 @@ elementwise consumers as an accumulator (index.py decides where that is legal). 
 - runtime steps (multi-output control flow, collectives, debug callbacks: ops in `STEP_OPS`) with their inputs and the
   GETITEM nodes that name their outputs;
 - a reduction read by more than one kernel (computed once instead of once per reader), and a column reduction
-  (over axes that leave the last) read by a kernel bigger than it (`x - x.mean(0)`);
+  (over axes that leave the last) or a contraction read in a kernel by more elements than it has (`x - x.mean(0)`,
+  the sum of squares of `x.var(0)`, `where(rows == i, b[i] - l[i] @ x, x)`);
 - an elementwise node with transcendental work read by several kernels through different views, and the gradient of
   a max (a max pool's) read by several kernels;
 - the operand of a contraction read through a view that repeats its elements (a convolution's sliding
@@ -59,6 +60,23 @@ def _inlined(root: UOp, materialized: set) -> list:
     stack.extend(n.src)
   return out
 
+def _reader_sizes(root: UOp, inside: list) -> dict:
+  """For each node of `inside` (computed in the kernel of `root`): the most elements of a node of that kernel that
+  reads it, directly or through others (the loops a fused node's value is needed in)."""
+  members, order, seen, stack = set(inside), [], set(), [(root, False)]
+  while stack:                      # post-order over the kernel's own nodes: sources before their readers
+    n, done = stack.pop()
+    if done: order.append(n); continue
+    if n in seen: continue
+    seen.add(n)
+    stack.append((n, True))
+    stack.extend((s, False) for s in n.src if s in members)
+  sizes: dict = {}
+  for u in reversed(order):         # readers first
+    for s in u.src:
+      if s in members: sizes[s] = max(sizes.get(s, 0), u.size, sizes.get(u, 0))
+  return sizes
+
 def decide_buffers(roots: list, forced: set) -> set:
   """The set of materialized nodes (see the module docstring)."""
   nodes = toposort(roots)
@@ -73,10 +91,13 @@ def decide_buffers(roots: list, forced: set) -> set:
     for s in n.src: users.setdefault(s, set()).add(n)
   contractions = [n for n in nodes if _is_contraction(n)]
   while True:
-    readers: dict = {}
+    readers, above = {}, {}     # the kernels each inlined node is computed in; (kernel, node): what reads it there
     for k in (n for n in nodes if n in m and n.op not in STEP_OPS):
-      for n in _inlined(k, m): readers.setdefault(n, set()).add(k)
-    extra = {n for n, ks in readers.items() if (len(ks) > 1 and _worth_buffer(n, users)) or _spread_column(n, ks)}
+      inside = _inlined(k, m)
+      for n, e in _reader_sizes(k, inside).items(): above[k, n] = e
+      for n in inside: readers.setdefault(n, set()).add(k)
+    extra = {n for n, ks in readers.items()
+             if (len(ks) > 1 and _worth_buffer(n, users)) or _spread_column(n, [above[k, n] for k in ks])}
     if not extra: extra = {v for k in contractions for v in _operand_reductions(k, m)}   # once the rest is settled
     if not extra: return m
     m |= extra
@@ -104,10 +125,18 @@ def _product(n: UOp) -> UOp:
   return n.src[0].src[0] if n.src[0].op is Ops.PERMUTE else n.src[0]
 
 def _is_contraction(n: UOp) -> bool:
-  """A sum of products big enough to be a matmul (index.py tiles it only when it writes its own buffer)."""
+  """A sum of products big enough to be a matmul (index.py tiles it only when it writes its own buffer), some
+  operand broadcast over an axis of the product (a sum of squares, `((x - m) ** 2).sum(0)`, is no contraction)."""
   if n.op is not Ops.REDUCE or n.arg[0] is not Ops.ADD: return False
   prod = _product(n)
-  return prod.op is Ops.MUL and n.size >= 64 and n.src[0].size >= 8 * n.size
+  return prod.op is Ops.MUL and n.size >= 64 and n.src[0].size >= 8 * n.size and any(map(_broadcast, prod.src))
+
+def _broadcast(v: UOp) -> bool:
+  """Some EXPAND under the views of `v` (where a matmul's operand misses an axis of the product)."""
+  while v.op in GroupOp.Movement:
+    if v.op is Ops.EXPAND: return True
+    v = v.src[0]
+  return False
 
 def _contractions_below(n: UOp) -> list:
   """Contractions that a reduction would otherwise swallow (`sum(tanh(a @ b))`): fused, the matmul becomes a plain
@@ -142,11 +171,16 @@ def _operand_reductions(n: UOp, m: set) -> list:
       stack.extend(u.src)
   return out
 
-def _spread_column(n: UOp, kernels: set) -> bool:
-  """n reduces over axes that leave the last one (a column reduction, `x.mean(0)`) and a kernel bigger than it
-  reads it (`x - x.mean(0)`): fused there, the kernel walks the input down its columns twice, once to sum and once
-  to store (30 ms for 4096 x 1024 float32), where a column reduction of its own keeps a row of sums (1 ms)."""
-  return n.op is Ops.REDUCE and n.src[0].ndim - 1 not in n.arg[1] and any(k.size > n.size for k in kernels)
+def _spread_column(n: UOp, extents: list) -> bool:
+  """n reduces over axes that leave the last one (a column reduction, `x.mean(0)`) and a kernel that walks more
+  elements than it (`extents`: each reader's) reads it (`x - x.mean(0)`, or `((x - x.mean(0)) ** 2).sum(0)`, a
+  reduction that walks x again): fused there, the kernel walks the input down its columns twice, once to sum and once
+  to store (30 ms for 4096 x 1024 float32), where a column reduction of its own keeps a row of sums (1 ms). So
+  does a contraction a bigger kernel reads (a row of a triangular solve, `where(rows == i, b[i] - l[i] @ x, x)`):
+  fused, the kernel runs in the contraction's order, down x's columns, to store it as well (380 us a row at
+  256 x 256); on its own it is a column reduction, or a matmul, and the bigger kernel walks its rows (75 us)."""
+  if n.op is not Ops.REDUCE or not any(e > n.size for e in extents): return False
+  return n.src[0].ndim - 1 not in n.arg[1] or _is_contraction(n)
 
 def _worth_buffer(n: UOp, users: dict) -> bool:
   """A reduction read by several kernels, transcendental work read by several kernels through several ops, or the
