@@ -475,11 +475,12 @@ def test_cpu_runs_loops_as_runtime_steps_not_unrolled(cpu):
   assert len(exes[0].kernels) == len(exes[1].kernels) and len(exes[0].source) == len(exes[1].source)
   assert any(isinstance(s, LoopStep) and s.node.op is Ops.SCAN for s in exes[1].steps)
 
-def test_cpu_loop_steps_call_their_bodies_through_the_hit_path_and_fall_back_when_it_declines(cpu, monkeypatch):
-  """A loop's sub-programs that are only kernels run through `Executable.direct_runner` (jit's hit path) at
-  each iteration; where a runner declines (it returns None: another thread holds the arena) the iteration runs
-  through `Executable.run`. Under DEBUG=2 every call takes `run` (which times each kernel). The results are the
-  same every way, and the reference interpreter's."""
+def test_cpu_loops_run_in_one_foreign_call_and_fall_back_to_calls_per_iteration(cpu, monkeypatch):
+  """A while loop whose sub-programs are only kernels runs whole in the CPU's loop driver (CompiledLoop): no
+  Python between iterations. Where an arena is in use by another thread the driver declines, and the loop runs
+  an iteration at a time: each sub-program through its `Executable.direct_runner` (jit's hit path), or through
+  `Executable.run` where that declines too. Under DEBUG=2 every call takes `run` (it times each kernel). The
+  results are the same every way, and the reference interpreter's."""
   from tinyjx.lower.steps import LoopStep
   def f(m, v):
     def body(c):
@@ -493,24 +494,69 @@ def test_cpu_loop_steps_call_their_bodies_through_the_hit_path_and_fall_back_whe
   with tinyjx.Context(TINYJX_DEVICE='CPU'):
     exe = jit(f).lower(m, v).compile().executable
   step = next(s for s in exe.steps if isinstance(s, LoopStep))
-  assert all(r is not None for r in step.runners)
-  used, declined, ran = [], [], []
-  fast, slow = list(step.runners), [e.run for e in step.exes]
-  def counting(i, r):
+  assert step.compiled is not None and all(r is not None for r in step.runners)
+  used, ran = [], []
+  def counting(r):
     def run(bufs):
-      used.append(i)
+      used.append(1)
       return r(bufs)
     return run
-  step.runners = [counting(i, r) for i, r in enumerate(fast)]
+  step.runners = [counting(r) for r in step.runners]
   for e in step.exes: monkeypatch.setattr(e, 'run', lambda bufs, run=e.run: (ran.append(1), run(bufs))[1])
   dev = tinyjx.devices.get('CPU')
   run_once = lambda: exe.run([dev.from_numpy(m, dtypes.float32), dev.from_numpy(v, dtypes.float32)])[0].numpy()
   close(run_once(), want)
-  assert len(used) == 61 and not ran                # 31 conditions and 30 bodies
-  step.runners = [lambda bufs: declined.append(1) for _ in fast]
-  close(run_once(), want)
-  assert len(declined) == 61 and len(ran) == 61
-  ran.clear()
+  assert not used and not ran                           # one call of the driver
+  with step.exes[1]._lock:                              # the body's arena is taken: iteration by iteration
+    close(run_once(), want)
+  assert len(used) == 61 and len(ran) == 30             # 31 conditions and 30 bodies; each body took `run`
+  used.clear(), ran.clear()
   with tinyjx.Context(DEBUG=2):
     close(run_once(), want)
-  assert len(ran) == 61
+  assert not used and len(ran) == 61
+
+def _loop_cases():
+  """Loops that stress the compiled driver's bindings, each (function, args)."""
+  rng = np.random.default_rng(3)
+  xs = rng.standard_normal((7, 3)).astype(np.float32)
+  w = rng.standard_normal((3, 3)).astype(np.float32)
+  def passes(c, x):        # ys: a slice of xs as it is, a constant, the new carry twice; an int and a bool carry
+    h, n, flag = c
+    h2 = jnp.tanh(h @ w + x)
+    return (h2, n + 1, jnp.logical_not(flag)), (x, jnp.float32(2.0), h2, h2)
+  return {
+    'scan passes inputs, constants and repeats': (lambda xs: lax.scan(passes, (jnp.zeros(3), 0, True), xs), (xs,)),
+    'reverse scan': (lambda xs: lax.scan(passes, (jnp.ones(3), 5, False), xs, reverse=True), (xs,)),
+    'scan of length 0': (lambda xs: lax.scan(passes, (jnp.ones(3), 0, True), xs[:0]), (xs,)),
+    'carry unchanged': (lambda xs: lax.scan(lambda c, x: (c, c * x), jnp.arange(3.0), xs), (xs,)),
+    'fori with a scalar carry': (lambda xs: lax.fori_loop(0, 20, lambda i, s: s * 0.9 + xs[i % 7, 0], 1.0), (xs,)),
+    'while with cond and body consts': (lambda xs: lax.while_loop(
+        lambda c: jnp.sum(c[0]) < xs[0, 0] + 40.0, lambda c: (c[0] + jnp.abs(xs[c[1] % 7]), c[1] + 1),
+        (jnp.zeros(3), 0)), (xs,)),
+    'while whose condition is a carry': (lambda xs: lax.while_loop(
+        lambda c: c[1], lambda c: (c[0] * 2.0, c[0][0] < 100.0), (jnp.abs(xs[0]) + 1.0, True)), (xs,)),
+    'while that never runs': (lambda xs: lax.while_loop(lambda c: c.max() > 10.0, lambda c: c + 1.0, xs), (xs,)),
+  }
+
+@pytest.mark.parametrize('name', list(_loop_cases()))
+def test_compiled_loops_match_the_reference_on_every_binding(cpu, name):
+  """Each loop runs in the CPU's loop driver (its step has a CompiledLoop) and gives the reference
+  interpreter's values: scans whose ys are a slice of xs, a constant, or the carry twice (outputs that are no
+  slot of their own, copied by the driver into their row), reverse and empty scans, int and bool carries, a
+  carry passed through, a while loop with condition and body constants, one whose condition is a carry, and one
+  that never runs."""
+  from tinyjx.lower.steps import LoopStep
+  fn, args = _loop_cases()[name]
+  with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
+    want = jax_tree_leaves(jit(fn)(*args))
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    exe = jit(fn).lower(*args).compile().executable
+    got = jax_tree_leaves(jit(fn)(*args))
+  assert all(s.compiled is not None for s in exe.steps if isinstance(s, LoopStep))
+  assert any(isinstance(s, LoopStep) for s in exe.steps)
+  assert len(got) == len(want)
+  for g, w_ in zip(got, want):
+    assert np.asarray(g).dtype == np.asarray(w_).dtype and np.asarray(g).shape == np.asarray(w_).shape
+    close(np.asarray(g, np.float64), np.asarray(w_, np.float64))
+
+def jax_tree_leaves(tree): return tinyjx.tree_util.tree_leaves(tree)

@@ -419,6 +419,10 @@ class CPUDevice(Backend):
       return results
     return run
 
+  def drive_loop(self, *args) -> int:
+    """Not part of the contract: a compiled loop in one foreign call (module function `drive_loop`)."""
+    return drive_loop(*args)
+
   def launch(self, program: 'CProgram', args, global_size=None, local_size=None) -> None:
     if _threads[0] != _threads[1]:   # OpenMP's thread count is process-wide: any library of ours can set it
       program.set_threads(int(_threads[1]))
@@ -441,6 +445,91 @@ class CPUDevice(Backend):
     return super().run_graph(roots)
 
 POOL_BYTES, POOL_ROWS = 64, 64   # outputs this small are rows of a shared block (see `_output_maker`)
+
+# --- compiled loops: a WHILE or SCAN whose sub-programs are only kernels runs in one foreign call ---
+LOOP_DRIVER = r"""#include <stdint.h>
+#include <string.h>
+typedef void (*tjx_entry)(void **);
+/* before an iteration t: table[slot] = base + t * stride (a scan's slice of xs, its row of ys) */
+typedef struct { void **table; int64_t slot; char *base; int64_t stride; } tjx_slide;
+/* after the body: bytes from src + t * src_stride to dst + t * dst_stride (an output that is not a slot of its own) */
+typedef struct { char *src; int64_t src_stride; char *dst; int64_t dst_stride; int64_t bytes; } tjx_copy;
+/* Iterations alternate between two argument tables (parity p = it & 1): the body reads the carry of table p and
+   writes the other one's. A while loop (length < 0) runs the condition first and stops when its flag is 0; a scan
+   runs `length` iterations, t counting down when `reverse`. Returns the iterations run. */
+int64_t tjx_drive_loop(int64_t length, int64_t reverse, int64_t n_cond, tjx_entry *cond, void ***cond_tables,
+                       uint8_t **flags, int64_t n_body, tjx_entry *body, void ***body_tables, tjx_slide **slides,
+                       int64_t *n_slides, tjx_copy **copies, int64_t *n_copies) {
+  int64_t it = 0;
+  for (;; it++) {
+    int p = (int)(it & 1);
+    if (length >= 0 && it >= length) break;
+    if (length < 0) {       /* (a condition that passes a carry through has no entry points: only its flag) */
+      for (int64_t i = 0; i < n_cond; i++) cond[i](cond_tables[p]);
+      if (!*flags[p]) break;
+    }
+    int64_t t = reverse ? length - 1 - it : it;
+    for (int64_t i = 0; i < n_slides[p]; i++) {
+      tjx_slide *s = &slides[p][i];
+      s->table[s->slot] = s->base + t * s->stride;
+    }
+    for (int64_t i = 0; i < n_body; i++) body[i](body_tables[p]);
+    for (int64_t i = 0; i < n_copies[p]; i++) {
+      tjx_copy *c = &copies[p][i];
+      memmove(c->dst + t * c->dst_stride, c->src + t * c->src_stride, (size_t)c->bytes);
+    }
+  }
+  return it;
+}
+"""
+
+class _Slide(ctypes.Structure):
+  _fields_ = [('table', ctypes.c_void_p), ('slot', ctypes.c_int64), ('base', ctypes.c_void_p),
+              ('stride', ctypes.c_int64)]
+
+class _Copy(ctypes.Structure):
+  _fields_ = [('src', ctypes.c_void_p), ('src_stride', ctypes.c_int64), ('dst', ctypes.c_void_p),
+              ('dst_stride', ctypes.c_int64), ('bytes', ctypes.c_int64)]
+
+_P2 = ctypes.c_void_p * 2
+
+def _pair(items: list, kind) -> tuple:
+  """Per parity, a ctypes array of `kind` built from tuples; the two arrays and their lengths."""
+  arrays = [(kind * max(len(xs), 1))(*[kind(*x) for x in xs]) for xs in items]
+  return arrays, _P2(*[ctypes.addressof(a) for a in arrays]), (ctypes.c_int64 * 2)(*[len(xs) for xs in items])
+
+@lru_cache(None)
+def _loop_driver():
+  fn = load_library(LOOP_DRIVER).tjx_drive_loop
+  fn.restype, fn.argtypes = ctypes.c_int64, [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 3 + [ctypes.c_int64] + \
+    [ctypes.c_void_p] * 6
+  return fn
+
+def drive_loop(length: int, reverse: bool, cond, body, slides: list, copies: list, parallel: bool) -> int:
+  """Run a compiled loop in one call of `LOOP_DRIVER` (tinyjx.lower.steps.CompiledLoop sets it up): `cond` is None
+  (a scan of `length` iterations) or (programs, two argument tables, two flag addresses); `body` is (programs, two
+  tables); `slides` and `copies` are, per parity, tuples of `_Slide`'s and `_Copy`'s fields. The entry points are
+  read once, before the first iteration; a quick build's programs count the iterations as runs afterwards, so the
+  optimized build starts as after any second launch. Returns the iterations run."""
+  if parallel:
+    _threads[1] = config.get('TINYJX_THREADS') or thread_count()
+  programs = list(body[0]) + (list(cond[0]) if cond else [])
+  if programs and _threads[0] != _threads[1]:
+    programs[0].set_threads(int(_threads[1]))
+    _threads[0] = _threads[1]
+  fns = lambda ps: (ctypes.c_void_p * max(len(ps), 1))(*[ctypes.cast(p.fn, ctypes.c_void_p).value for p in ps])
+  tables = lambda ts: _P2(*[ctypes.addressof(t) for t in ts])
+  slide_arrays, slide_ptrs, n_slides = _pair(slides, _Slide)
+  copy_arrays, copy_ptrs, n_copies = _pair(copies, _Copy)
+  c_fns, c_tables, flags = (fns(cond[0]), tables(cond[1]), _P2(*cond[2])) if cond else (None, None, None)
+  b_fns, b_tables = fns(body[0]), tables(body[1])
+  n = _loop_driver()(-1 if cond else length, int(reverse), len(cond[0]) if cond else 0, c_fns, c_tables, flags,
+                     len(body[0]), b_fns, b_tables, slide_ptrs, n_slides, copy_ptrs, n_copies)
+  for p in programs:
+    if p.library is not None:
+      p.runs += n
+      if p.runs >= 2: p.library.start_upgrade()
+  return n
 
 def _output_maker(device: str, shape: tuple, dt):
   """`make()` -> a fresh NumpyBuffer of `shape` and `dt` with its `address` known. Its fields that are the same at
