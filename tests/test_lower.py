@@ -935,3 +935,33 @@ def test_a_short_loop_around_other_loops_is_not_kept_from_the_vectorizer(cpu, tm
   assert res.returncode == 0, res.stderr
   row_sum = next(i + 1 for i, ln in enumerate(lines) if "omp simd reduction(+:" in ln) + 1
   assert f"k.c:{row_sum}:" in res.stderr or f"k.c:{row_sum - 1}:" in res.stderr, res.stderr[-2000:]
+
+@pytest.mark.parametrize('case', ['astype', 'where', 'clip'])
+def test_an_index_made_of_a_bool_reads_the_right_element(cpu, case):
+  """GCC 12's vectorizer indexes a load with a compare's mask (-1) where the index is a bool made 0 or 1, and
+  read a[-1] for `a[(v > a[0]).astype(int)]` (a wrong value, out of bounds). Such an index is rendered through
+  `tjx_opaque_index`; on vectors long enough to take the vector loop, every element is numpy's."""
+  a = np.array([3., 7., 8., 9.], np.float32)
+  v = np.linspace(0, 10, 1001).astype(np.float32)
+  fns = {'astype': lambda a, v: a[(v > a[0]).astype(jnp.int32)] + (v > 5),
+         'where': lambda a, v: jnp.take(a, jnp.where(v > a[0], 1, 0)),
+         'clip': lambda a, v: a[jnp.clip((v < a[1]).astype(jnp.int32) + 1, 0, 3)]}
+  refs = {'astype': lambda a, v: a[(v > a[0]).astype(np.int32)] + (v > 5),
+          'where': lambda a, v: a[np.where(v > a[0], 1, 0)],
+          'clip': lambda a, v: a[np.clip((v < a[1]).astype(np.int32) + 1, 0, 3)]}
+  exe = cpu.compile_jaxpr(tinyjx.make_jaxpr(fns[case])(a, v))
+  assert "tjx_opaque_index(" in exe.source
+  np.testing.assert_array_equal(_run_exe(exe, a, v)[0], refs[case](a, v))
+
+@pytest.mark.parametrize('n', [0, 1, 2, 3, 4, 5, 7, 8, 9, 100, 4096])
+def test_a_compiled_searchsorted_matches_numpy_at_every_size(cpu, n):
+  """The binary search halves a window whose sizes are known when tracing (log2(n) + 1 reads): both sides, NaN
+  sorting last, values below, between, equal to and above the entries, compiled on vectors long enough to take
+  the vector loop."""
+  rng = np.random.default_rng(n)
+  a = np.sort(rng.integers(0, 20, n).astype(np.float32))
+  if n > 3: a[-2:] = np.nan
+  v = np.concatenate([rng.integers(-2, 23, 300).astype(np.float32), a, [np.nan, np.inf, -np.inf]]).astype(np.float32)
+  for side in ('left', 'right'):
+    exe = cpu.compile_jaxpr(tinyjx.make_jaxpr(lambda a, v: jnp.searchsorted(a, v, side=side))(a, v))
+    np.testing.assert_array_equal(_run_exe(exe, a, v)[0], np.searchsorted(a, v, side=side), err_msg=side)

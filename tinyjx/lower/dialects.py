@@ -98,6 +98,7 @@ class OpenCLRenderer(CRenderer):
   matmul_prefix = ""
   kernel_head = "__kernel __attribute__((reqd_work_group_size({x}, {y}, {z}))) void"   # launched in groups of that size
   short_loop_guard = ""   # the GCC bug that TJX_KEEP_LOOP keeps away is the C compiler's
+  index_barrier = ""      # and so is the one tjx_opaque_index keeps away
   type_names = {**TYPES, dtypes.bool_: 'uchar', dtypes.float16: 'ushort'}
   wide_sums: dict = {}   # double is optional in OpenCL (cl_khr_fp64): float32 sums stay float32 here
   local_qualifier = "__local"

@@ -38,6 +38,14 @@ HEADERS = r"""
 /* GCC (12 at least) miscompiles some loop nests whose short inner loop it unrolls completely and whose outer loop
    it then vectorizes (a pad, a hypot and a where fused in one kernel lost rows; found by tests/test_fuzz.py).
    Short elementwise inner loops keep their loop: then the outer one is not vectorized. */
+/* GCC 12's vectorizer also indexes a load with a compare's mask (-1) where the index is a bool made 0 or 1
+   (`a[(v > a[0]).astype(int)]` read a[-1]: a wrong value, out of bounds). Such an index goes through an empty asm
+   statement, which GCC cannot look through: that loop stays scalar, and right. */
+#if defined(__GNUC__)
+static inline int64_t tjx_opaque_index(int64_t i) { __asm__("" : "+r"(i)); return i; }
+#else
+static inline int64_t tjx_opaque_index(int64_t i) { return i; }
+#endif
 #if defined(__GNUC__) && !defined(__clang__)
 #define TJX_KEEP_LOOP _Pragma("GCC unroll 1")
 #else

@@ -78,6 +78,7 @@ class CRenderer(MatmulEmitter):
   # memory-bound reduction. Only reads of the finished sum round to float32.
   wide_sums = {dtypes.float32: 'double'}
   short_loop_guard = "TJX_KEEP_LOOP"   # emitted before a short elementwise loop nested in another (C only)
+  index_barrier = "tjx_opaque_index"   # around an index holding a bool made 0 or 1 (C only: the prelude's GCC note)
   loops_open = 0
 
   def parallel_for(self, loop: Loop) -> str: return "#pragma omp parallel for schedule(static)"
@@ -127,6 +128,7 @@ class CRenderer(MatmulEmitter):
     self.deps: dict = {}
     self.depth: dict = {}
     self.ntmp = 0
+    self.bool_valued: dict = {}   # index -> whether guarded_index puts it behind the barrier
     self.grid = {id(l): d for d, l in enumerate(reversed(getattr(k, 'grid', [])))}   # loop -> work item dimension
     prefix = (self.matmul_prefix if is_matmul(k) else "") + self.kernel_prefix
     lines = [f"{prefix} {k.name}({self.kernel_params(k)}) {{", *self.kernel_prologue(k)]
@@ -188,6 +190,7 @@ class CRenderer(MatmulEmitter):
     elif isinstance(s, Store):
       idx, v = self.expr(s.idx), self.expr(s.value)
       if s.valid.op is Ops.CONST and not s.valid.arg[0]: return      # a store that never happens
+      idx = self.guarded_index(s.idx, idx)
       if s.valid.op is Ops.CONST: lines.append(f"{pad}b{s.buf.arg}[{idx}] = {v};")
       else: lines.append(f"{pad}if ({self.expr(s.valid)}) b{s.buf.arg}[{idx}] = {v};")
     elif isinstance(s, Local):
@@ -333,7 +336,7 @@ class CRenderer(MatmulEmitter):
     if u.op is Ops.INDEX: return f"{self.name(u.src[0])}[{self.expr(u.src[1])}]"
     if u.op is Ops.LOAD:
       src = [self.expr(s) for s in u.src[1:]]
-      ref = f"b{u.src[0].arg}[{src[0]}]"
+      ref = f"b{u.src[0].arg}[{self.guarded_index(u.src[1], src[0])}]"
       return ref if len(src) == 1 else self.masked_load(ref, src[1], u.src[0].dtype)
     src = [self.expr(s) for s in u.src]
     if u.op is Ops.WHERE: return f"({src[0]} ? {src[1]} : {src[2]})"
@@ -343,6 +346,18 @@ class CRenderer(MatmulEmitter):
     if len(src) == 1: return self.unary(u.op, u.dtype, src[0])
     if u.op in (Ops.SHL, Ops.SHR): return f"tjx_{u.op.name.lower()}_{SUFFIX[u.dtype]}({src[0]}, (int64_t)({src[1]}))"
     return self.binary(u.op, u.src[0].dtype if u.op in INFIX and u.dtype is dtypes.bool_ else u.dtype, *src, u=u)
+
+  def guarded_index(self, idx: UOp, text: str) -> str:
+    """`text` (the rendered `idx`) through the dialect's `index_barrier` where `idx` holds a bool made 0 or 1 (a cast
+    from bool, a select of the constants 0 and 1): see the prelude's note on GCC 12."""
+    if not self.index_barrier: return text
+    flag = self.bool_valued.get(idx)
+    if flag is None:
+      flag = self.bool_valued[idx] = any(
+        (n.op is Ops.CAST and n.src[0].dtype is dtypes.bool_) or
+        (n.op is Ops.WHERE and all(s.op is Ops.CONST for s in n.src[1:]) and {s.arg[0] for s in n.src[1:]} == {0, 1})
+        for n in toposort([idx]))
+    return f"{self.index_barrier}({text})" if flag else text
 
   def masked_load(self, ref: str, valid: str, dt) -> str:
     """A load that reads the element where `valid`, else zero. In C it reads either the element or a static zero,

@@ -512,15 +512,19 @@ def _total_less(x: Array, y: Array) -> Array:
   return core.logical_or(core.less(x, y), core.logical_and(core.isnan(y), core.logical_not(core.isnan(x))))
 
 def _binary_search(a: Array, v: Array, goes_after) -> Array:
+  """The count of entries of `a` that `v` goes after, by halving a window [base, base + size) whose sizes are known
+  when tracing: each step reads one entry (always in range: no clamping, no test for an empty window) and moves
+  base past the lower half where v goes after its last entry; log2(len(a)) + 1 reads."""
   n = a.shape[0]
-  lo, hi = core.zeros(v.shape, dtypes.int32), core.full(v.shape, n, dtypes.int32)
-  for _ in range(n.bit_length()):
-    mid = core.right_shift(core.add(lo, hi), 1)
-    right = goes_after(take(a, mid, mode='clip'), v)
-    active = core.less(lo, hi)
-    lo = core.where(core.logical_and(active, right), core.add(mid, 1), lo)
-    hi = core.where(core.logical_and(active, core.logical_not(right)), mid, hi)
-  return lo
+  base = core.zeros(v.shape, dtypes.int32)
+  if n == 0: return base
+  size = n
+  while size > 1:
+    half = size // 2
+    probe = index(a, (core.add(base, half - 1),), 'clip', None)
+    base = core.where(goes_after(probe, v), core.add(base, half), base)
+    size -= half
+  return core.add(base, core.astype(goes_after(index(a, (base,), 'clip', None), v), dtypes.int32))
 
 # --- nonzero and friends ---
 def _concrete_value(a: Array, name: str, fix: str) -> np.ndarray:
