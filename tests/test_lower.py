@@ -965,3 +965,17 @@ def test_a_compiled_searchsorted_matches_numpy_at_every_size(cpu, n):
   for side in ('left', 'right'):
     exe = cpu.compile_jaxpr(tinyjx.make_jaxpr(lambda a, v: jnp.searchsorted(a, v, side=side))(a, v))
     np.testing.assert_array_equal(_run_exe(exe, a, v)[0], np.searchsorted(a, v, side=side), err_msg=side)
+
+@pytest.mark.parametrize('cols, tiles', [(1024, 2), (2000, 2), (130, 2), (127, 1), (64, 1), (3000, 3)])
+def test_a_column_sum_runs_its_tiles_on_all_threads(cpu, cols, tiles):
+  """`x.sum(0)`: the row of accumulators is cut into tiles of 64 to 1024 columns, at least two where the row has
+  128 columns or more (a prime one stays whole), and the loop over tiles is the parallel one. Each column is
+  summed in the same order whatever the tiles; results match numpy's."""
+  x = np.random.default_rng(cols).standard_normal((600, cols)).astype(np.float32)
+  exe = cpu.compile_jaxpr(tinyjx.make_jaxpr(lambda x: x.sum(0))(x))
+  src = exe.source[exe.source.find('k0_reduce_sum('):]
+  if tiles > 1:
+    assert f"< {tiles}; " in src.split('\n')[2] and src.split('\n')[1].startswith('#pragma omp parallel for'), src
+  else:
+    assert '#pragma omp parallel' not in src.split('\n')[1], src
+  np.testing.assert_allclose(_run_exe(exe, x)[0], x.astype(np.float64).sum(0), rtol=1e-5, atol=1e-4)
