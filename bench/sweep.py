@@ -1,5 +1,6 @@
-"""sweep: the breadth check beside bench.py. About thirty common jitted programs (reductions, scans, indexing,
-scatters, attention and its gradient, layer norms, convolutions, a transformer block and its gradient), each timed
+"""sweep: the breadth check beside bench.py. About fifty common jitted programs (reductions, scans, indexing,
+scatters, attention and its gradient, layer norms, convolutions, a transformer block and its gradient, softplus,
+random numbers, batch norm, pooling, loops, linear solves, searchsorted, top_k), each timed
 in tinyjx and in JAX, each library in a process of its own. bench.py races the issue's workloads; this catches the
 programs no row covers, where a fusion or a schedule decision can cost 10-50x (attention's softmax fused into its
 second matmul ran 85 ms against JAX's 1.7).
@@ -37,6 +38,20 @@ def programs(jax, jnp, lax, nn, logsumexp) -> dict:
   params = {'g1': f32(d), 'g2': f32(d), 'wqkv': f32(d, 3 * d) * 0.05, 'wo': f32(d, d) * 0.05,
             'w1': f32(d, 4 * d) * 0.05, 'w2': f32(4 * d, d) * 0.05}
   xb = f32(n, t, d)
+  sq, x1m, sorted_row, W, xs = f32(256, 256), f32(1 << 20), jnp.sort(f32(4096)), f32(256, 256) * 0.05, f32(128, 64, 256)
+  def rnn(W, xs):
+    def cell(h, x):
+      h = jnp.tanh(h @ W + x)
+      return h, h
+    return lax.scan(cell, jnp.zeros((64, 256), jnp.float32), xs)[1]
+  def power(m):
+    def step(c): return m @ c[0] / jnp.linalg.norm(m @ c[0]), c[1] + 1
+    return lax.while_loop(lambda c: c[1] < 50, step, (jnp.ones(256, jnp.float32), 0))[0]
+  def slices(a):
+    add = lambda i, s: s + lax.dynamic_slice(a, (i, 0), (16, 2048))
+    return lax.fori_loop(0, 100, add, jnp.zeros((16, 2048), jnp.float32))
+  def bn(x): return (x - x.mean((0, 2, 3), keepdims=True)) / jnp.sqrt(x.var((0, 2, 3), keepdims=True) + 1e-5)
+  spd = sq + 256 * jnp.eye(256, dtype=jnp.float32)
   return {
     'sum axis 0 2048x2048': (lambda a: a.sum(0), a),
     'sum axis 1 2048x2048': (lambda a: a.sum(1), a),
@@ -71,6 +86,24 @@ def programs(jax, jnp, lax, nn, logsumexp) -> dict:
       (jax.grad(lambda x, w: (lax.conv_general_dilated(x, w, (1, 1), 'SAME') ** 2).sum(), argnums=(0, 1)), img, w),
     'transformer block 8x128x256': (block, params, xb),
     'grad transformer block 8x128x256': (jax.grad(lambda p, x: (block(p, x) ** 2).mean()), params, xb),
+    'softplus + sigmoid 4M': (lambda x: nn.softplus(x) + nn.sigmoid(x), x1),
+    'clip, round, astype int32 4M': (lambda x: jnp.round(jnp.clip(x * 10, -100, 100)).astype(jnp.int32), x1),
+    'random.normal 4M': (lambda k: jax.random.normal(k, (1 << 22,)), jax.random.PRNGKey(0)),
+    'std axis 0 4096x1024': (lambda b: b.std(0), b),
+    'softmax axis 0 4096x1024': (lambda b: nn.softmax(b, axis=0), b),
+    'batch norm 32x64x56x56': (bn, img),
+    'grad batch norm 32x64x56x56': (jax.grad(lambda x: (bn(x) ** 2).sum()), img),
+    'max pool 2x2 32x64x56x56':
+      (lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), 'VALID'), img),
+    'depthwise conv 3x3 32x64x56x56':
+      (lambda x, w: lax.conv_general_dilated(x, w, (1, 1), 'SAME', feature_group_count=64), img, w[:, :1]),
+    'rnn scan 128 steps 64x256': (rnn, W, xs),
+    'while loop power iteration 256': (power, sq),
+    'fori_loop of 100 dynamic slices': (slices, a),
+    'linalg.solve 256': (lambda m, y: jnp.linalg.solve(m, y), spd, sq),
+    'linalg.inv 256': (jnp.linalg.inv, spd),
+    'searchsorted 1M in 4096': (jnp.searchsorted, sorted_row, x1m),
+    'top_k 64 of 4096x1024': (lambda b: lax.top_k(b, 64)[0], b),
   }
 
 def worker(lib: str, only: str) -> None:
