@@ -966,12 +966,14 @@ def test_a_compiled_searchsorted_matches_numpy_at_every_size(cpu, n):
     exe = cpu.compile_jaxpr(tinyjx.make_jaxpr(lambda a, v: jnp.searchsorted(a, v, side=side))(a, v))
     np.testing.assert_array_equal(_run_exe(exe, a, v)[0], np.searchsorted(a, v, side=side), err_msg=side)
 
-@pytest.mark.parametrize('cols, tiles', [(1024, 2), (2000, 2), (130, 2), (127, 1), (64, 1), (3000, 3)])
-def test_a_column_sum_runs_its_tiles_on_all_threads(cpu, cols, tiles):
-  """`x.sum(0)`: the row of accumulators is cut into tiles of 64 to 1024 columns, at least two where the row has
-  128 columns or more (a prime one stays whole), and the loop over tiles is the parallel one. Each column is
-  summed in the same order whatever the tiles; results match numpy's."""
-  x = np.random.default_rng(cols).standard_normal((600, cols)).astype(np.float32)
+@pytest.mark.parametrize('rows, cols, tiles', [(1100, 1024, 2), (1100, 2000, 2), (8100, 130, 2), (9000, 127, 1),
+                                               (600, 64, 1), (400, 3000, 3), (500, 1024, 1)])
+def test_a_big_column_sum_runs_its_tiles_on_all_threads(cpu, rows, cols, tiles):
+  """`x.sum(0)` reading COLUMN_SPLIT elements or more: the row of accumulators is cut into tiles of 64 to 1024
+  columns, at least two where the row has 128 columns or more (a prime one stays whole), and the loop over tiles
+  is the parallel one; a smaller one keeps a row of up to 1024. Each column is summed in the same order whatever
+  the tiles; results match numpy's."""
+  x = np.random.default_rng(cols).standard_normal((rows, cols)).astype(np.float32)
   exe = cpu.compile_jaxpr(tinyjx.make_jaxpr(lambda x: x.sum(0))(x))
   src = exe.source[exe.source.find('k0_reduce_sum('):]
   if tiles > 1:
