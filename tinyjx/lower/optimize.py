@@ -35,6 +35,7 @@ import math
 from tinyjx import dtypes
 from tinyjx.uop import UOp, Ops, GroupOp, toposort, substitute
 from tinyjx.lower import symbolic as sym
+from tinyjx.lower.prelude import FAST_F32
 from tinyjx.lower.index import Loop, Decl, Update, Store, Sort, Kernel, Matmul, MatmulPlan, Local, Assign, unflatten
 from tinyjx.lower.symbolic import IDX
 
@@ -548,7 +549,6 @@ def _transpose_nest(top: Loop, k: Kernel) -> list | None:
 FISSION_BLOCK = 256              # elements per block of a split elementwise loop (its arrays stay in L1)
 FISSION_MIN_OPS = 4              # operations before a transcendental's argument is done that make a split pay
 FISSION_MAX_CARRIED = 4          # values one block hands from the first loop to the second
-FAST_TRANSCENDENTAL = {Ops.EXP, Ops.LOG, Ops.LOG1P, Ops.EXPM1, Ops.TANH, Ops.ERF}   # float32 inline (lower/prelude.py)
 
 def split_chains(k: Kernel, device=None, stmts: list | None = None) -> None:
   """An elementwise loop whose float32 exp, log, tanh or erf waits on a long computation of its argument (the
@@ -576,7 +576,7 @@ def _split_chain(l: Loop, k: Kernel) -> list | None:
   values = [b.value for b in l.body]
   if any(_reads_outputs(v, k) for v in values): return None       # a block's loads would run ahead of its stores
   nodes = toposort(values)
-  heavy = {n for n in nodes if n.op in FAST_TRANSCENDENTAL and n.dtype is dtypes.float32}
+  heavy = {n for n in nodes if n.op in FAST_F32 and n.dtype is dtypes.float32}     # the prelude's inline ones
   first = [h for h in nodes if h in heavy and not any(m in heavy for m in toposort([h.src[0]]))]
   if not first: return None
   args = list(dict.fromkeys(h.src[0] for h in first))

@@ -4,9 +4,14 @@ The pieces give the PYTHON device's exact semantics where C's differ: integer di
 INT_MIN by -1, shifts past the width, saturating float-to-int casts, NaN-propagating max/min, bfloat16 rounding and
 float16 conversion (in software where the compiler has no _Float16), numpy's sort order. `PORTABLE` is plain C that
 OpenCL C accepts too (a dialect adds its own typedefs); the rest is for the CPU's C compiler: headers, OpenMP
-reductions, the float32 exp/log/tanh polynomials, the matmul micro-kernel macro (sized by the plan, instantiated by
-the renderer) and the merge sort. `SET_THREADS` is the entry the CPU device sets OpenMP's thread count through.
+reductions, the float32 exp/log/log1p/expm1/tanh/erf functions (`FAST_F32`), the matmul micro-kernel macro (sized
+by the plan, instantiated by the renderer) and the merge sort. `SET_THREADS` is the entry the CPU device sets
+OpenMP's thread count through.
 """
+from tinyjx.uop import Ops
+
+# the ops whose float32 form is FAST_MATH's `tjx_<name>_f32` (a dialect maps each name to its own library's)
+FAST_F32 = {Ops.EXP: 'exp', Ops.LOG: 'log', Ops.LOG1P: 'log1p', Ops.EXPM1: 'expm1', Ops.TANH: 'tanh', Ops.ERF: 'erf'}
 
 # float16 <-> float in software, for compilers without a half type; `tjx_u32_as_f32` is the dialect's bit cast
 SOFT_HALF = r"""static inline float TJX_H2F(uint16_t h) {
@@ -130,10 +135,10 @@ TJX_INT_OPS(uint64_t, uint64_t, u64, 64, 0)
 /* float to integer, saturating, NaN to 0 (XLA's conversion). The float32 form compares in float32, so it
    vectorizes (a round trip through double did not): (float)HI is HI or, rounded, the next power of two, and no
    float32 lies between HI and that, so both forms agree on every float32. */
+#define TJX_F2I_FROM(F, NAME, T, LO, HI) \
+static inline T NAME(F x) { return x != x ? (T)0 : (x >= (F)HI ? HI : (x <= (F)LO ? LO : (T)x)); }
 #define TJX_F2I(T, N, LO, HI) \
-static inline T tjx_f2i_##N(double x) { return x != x ? (T)0 : (x >= (double)HI ? HI : (x <= (double)LO ? LO : (T)x)); } \
-static inline T tjx_f32_to_##N(float x) { \
-  return x != x ? (T)0 : (x >= (float)HI ? HI : (x <= (float)LO ? LO : (T)x)); }
+  TJX_F2I_FROM(double, tjx_f2i_##N, T, LO, HI) TJX_F2I_FROM(float, tjx_f32_to_##N, T, LO, HI)
 TJX_F2I(int8_t, i8, INT8_MIN, INT8_MAX)
 TJX_F2I(int16_t, i16, INT16_MIN, INT16_MAX)
 TJX_F2I(int32_t, i32, INT32_MIN, INT32_MAX)

@@ -24,7 +24,7 @@ from tinyjx import dtypes
 from tinyjx.uop import UOp, Ops, toposort
 from tinyjx.lower.index import Loop, Decl, Update, Store, Sort, Matmul, Kernel, Local, Assign, identity
 from tinyjx.lower import symbolic as sym
-from tinyjx.lower.prelude import C_PRELUDE, SET_THREADS
+from tinyjx.lower.prelude import C_PRELUDE, SET_THREADS, FAST_F32
 from tinyjx.lower.matmul import MatmulEmitter
 from tinyjx.lower.optimize import is_matmul
 
@@ -43,7 +43,6 @@ UNARY_F = {Ops.EXP: 'exp', Ops.LOG: 'log', Ops.EXPM1: 'expm1', Ops.LOG1P: 'log1p
 BINARY_F = {Ops.REM: 'fmod', Ops.POW: 'pow', Ops.ATAN2: 'atan2'}   # float operands; ints have prelude helpers
 INFIX = {Ops.ADD: '+', Ops.SUB: '-', Ops.MUL: '*', Ops.AND: '&', Ops.OR: '|', Ops.XOR: '^', Ops.CMPLT: '<',
          Ops.CMPLE: '<=', Ops.CMPEQ: '==', Ops.CMPNE: '!='}
-FAST_F32 = {Ops.EXP: 'exp', Ops.LOG: 'log', Ops.LOG1P: 'log1p', Ops.EXPM1: 'expm1', Ops.TANH: 'tanh', Ops.ERF: 'erf'}
 NARROW = {dtypes.bool_, dtypes.int8, dtypes.int16, dtypes.uint8, dtypes.uint16}
 SHORT_LOOP = 16   # GCC unrolls loops of up to this many iterations completely (its max-completely-peel-times)
 

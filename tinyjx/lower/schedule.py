@@ -50,29 +50,22 @@ def _forced_sources(n: UOp) -> list:
   return []
 
 def _inlined(root: UOp, materialized: set) -> list:
-  """Nodes computed inside the kernel of `root` (everything up to buffers and inputs)."""
-  seen, stack, out = {root}, list(root.src), []
+  """Nodes computed inside the kernel of `root` (everything up to buffers and inputs), sources before readers."""
+  seen, stack, out = {root}, [(s, False) for s in root.src], []
   while stack:
-    n = stack.pop()
+    n, done = stack.pop()
+    if done: out.append(n); continue
     if n in seen or n in materialized or n.op in INPUT_OPS: continue
     seen.add(n)
-    out.append(n)
-    stack.extend(n.src)
+    stack.append((n, True))
+    stack.extend((s, False) for s in n.src)
   return out
 
 def _reader_sizes(root: UOp, inside: list) -> dict:
-  """For each node of `inside` (computed in the kernel of `root`): the most elements of a node of that kernel that
-  reads it, directly or through others (the loops a fused node's value is needed in)."""
-  members, order, seen, stack = set(inside), [], set(), [(root, False)]
-  while stack:                      # post-order over the kernel's own nodes: sources before their readers
-    n, done = stack.pop()
-    if done: order.append(n); continue
-    if n in seen: continue
-    seen.add(n)
-    stack.append((n, True))
-    stack.extend((s, False) for s in n.src if s in members)
-  sizes: dict = {}
-  for u in reversed(order):         # readers first
+  """For each node of `inside` (`_inlined(root, ...)`, sources before readers): the most elements of a node of
+  root's kernel that reads it, directly or through others (the loops a fused node's value is needed in)."""
+  members, sizes = set(inside), {}
+  for u in [root, *reversed(inside)]:      # readers first
     for s in u.src:
       if s in members: sizes[s] = max(sizes.get(s, 0), u.size, sizes.get(u, 0))
   return sizes

@@ -36,25 +36,25 @@ class LoopStep:
     # body then costs a few microseconds of Python instead of about 20 (Executable.run's general binding). (A
     # compile that stops at a Lowering, CUDA's PTX check on a machine without a GPU, has no runner.)
     self.runners = [exe.direct_runner() if hasattr(exe, 'direct_runner') else None for exe in self.exes]
-    self.fast = self.runners
     compiled = node.op is not Ops.COND and hasattr(self.device, 'drive_loop') and all(self.runners)
     self.compiled = CompiledLoop(node, self.exes) if compiled else None
 
   def run(self, frame) -> None:
     debug = config.get('DEBUG') >= 2                          # DEBUG=2 times each kernel: every call goes through run
-    self.fast = self.runners if not debug else [None] * len(self.exes)
     args = [frame.array(s) for s in self.src_slots]
     outs = self.compiled.run(args) if self.compiled is not None and not debug else None
-    if outs is None: outs = run_loop(self.node, self.call, args)
+    if outs is None:
+      runners = [None] * len(self.exes) if debug else self.runners
+      outs = run_loop(self.node, lambda i, values: self.call(i, values, runners[i]), args)
     for slot, value in zip(self.out_slots, outs):
       if slot is not None: np.copyto(frame.array(slot), value)
 
-  def call(self, i: int, args) -> list:
-    """Run compiled sub-program `i` on numpy arrays; returns fresh arrays."""
+  def call(self, i: int, args, runner=None) -> list:
+    """Run compiled sub-program `i` on numpy arrays (through `runner`, its hit path, where given); returns fresh
+    arrays."""
     jaxpr = self.node.arg.jaxprs[i]
     bufs = [self.device.from_numpy(np.ascontiguousarray(a, p.dtype.np).reshape(p.shape), p.dtype)
             for a, p in zip(args, jaxpr.params)]
-    runner = self.fast[i]
     outs = runner(bufs) if runner is not None else None     # None: it declined (another thread has the arena)
     if outs is None: outs = self.exes[i].run(bufs)
     return [b.numpy().reshape(o.shape) for b, o in zip(outs, jaxpr.outs)]
