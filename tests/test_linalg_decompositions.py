@@ -3,7 +3,7 @@ matrix_power, matrix_rank, lstsq), lax.linalg (cholesky, triangular_solve, lu, q
 tinyjx.scipy.linalg. Values against numpy.linalg computed here (LU against a few lines of numpy partial
 pivoting), float32 and float64, batch dims, gradients against finite differences (float64), jvp against vjp,
 vmap against a loop, jit on the compiled CPU device against the PYTHON reference, the blocked Cholesky path
-(n = 64), and the errors."""
+(n = 64), the blocked triangular solves (n = 33 to 257), and the errors."""
 import doctest
 import numpy as np
 import pytest
@@ -219,6 +219,72 @@ def test_blocked_cholesky_n64_compiled(cpu):
   close(got_cpu, want, 1e-5 * scale(want))
   close(got_cpu, got_py, 1e-5 * scale(want))
   close(jnp.linalg.eigvalsh(a), np.linalg.eigvalsh(a.astype(np.float64)), 2e-5 * scale(a))
+
+def test_blocked_cholesky_pads_and_takes_hermitian_panels(cpu, x64):
+  """The panels' diagonal blocks by columns and the rows below by one matmul with the block's inverse: n = 100
+  (the last panel padded) in float64, and a complex Hermitian n = 40, on the compiled CPU against numpy."""
+  a = spd(100, dtype=np.float64, seed=12)
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    close(jnp.linalg.cholesky(a), np.linalg.cholesky(a), 1e-12 * scale(a))
+    x = rng(13).standard_normal((40, 40)) + 1j * rng(14).standard_normal((40, 40))
+    h = (x @ x.conj().T + 40 * np.eye(40)).astype(np.complex64)
+    close(lax.linalg.cholesky(h), np.linalg.cholesky(h.astype(np.complex128)), 1e-5 * scale(h))
+
+# ---------------------------------------------------------------- blocked triangular solves (n > BLOCK)
+
+def triangle(n, lower, unit, seed, dtype=np.float32):
+  """A well-conditioned triangle: off-diagonal entries of size 1/sqrt(n), a diagonal of 2 (or 1 when unit)."""
+  off = rng(seed).standard_normal((n, n)) / np.sqrt(n)
+  t = (np.tril(off, -1) if lower else np.triu(off, 1)) + (1 if unit else 2) * np.eye(n)
+  return t.astype(dtype)
+
+@pytest.mark.parametrize('n, flags', [(33, (True, True, False, False)), (64, (False, False, True, True)),
+                                      (100, (True, False, True, False)), (100, (False, True, False, True)),
+                                      (257, (True, True, False, True)), (257, (False, True, True, False))])
+def test_blocked_triangular_solve_matches_numpy_compiled(cpu, n, flags):
+  """Past BLOCK rows a triangular solve goes by blocks of rows (the diagonal blocks' inverses in one loop, then a
+  matmul per block); sizes a multiple of the block and not (the last block padded), every flag, on the compiled
+  CPU against numpy. The unread triangle holds garbage."""
+  lower, left_side, transpose_a, unit = flags
+  assert n > lax_linalg.BLOCK
+  t = triangle(n, lower, unit, seed=n)
+  a = t + 50 * (np.triu(np.ones((n, n)), 1) if lower else np.tril(np.ones((n, n)), -1)).astype(np.float32)
+  if unit: a = a + 7 * np.eye(n, dtype=np.float32)                    # the diagonal is not read either
+  b = general((n, 5) if left_side else (5, n), seed=n + 1)
+  op = (t.T if transpose_a else t).astype(np.float64)
+  want = np.linalg.solve(op, b) if left_side else np.linalg.solve(op.T, b.T).T
+  f = tinyjx.jit(lambda a, b: lax.linalg.triangular_solve(a, b, left_side=left_side, lower=lower,
+                                                          transpose_a=transpose_a, unit_diagonal=unit))
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    close(f(a, b), want, 1e-5 * scale(want))
+
+def test_blocked_solves_batch_float64_and_the_reference_device(cpu, x64):
+  """The blocked path with batch dims on either operand (broadcast), in float64, through jnp.linalg.solve and inv
+  (LU, then a unit lower and an upper solve), and on the PYTHON reference device as on the compiled CPU."""
+  n = 70
+  ls = np.stack([triangle(n, True, False, seed=s, dtype=np.float64) for s in (1, 2)])
+  b = general((n, 3), np.float64, seed=3)
+  got = lax.linalg.triangular_solve(ls, b, left_side=True, lower=True)
+  close(got, np.linalg.solve(ls, np.broadcast_to(b, (2, n, 3))), 1e-12)
+  bs = np.stack([b, 2 * b, -b])
+  close(lax.linalg.triangular_solve(ls[0], bs, left_side=True, lower=True), np.linalg.solve(ls[0], bs), 1e-12)
+  g, v = general((2, n, n), np.float64, seed=4) + 8 * np.eye(n), general((2, n, 2), np.float64, seed=5)
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    x_cpu, inv_cpu = np.asarray(jnp.linalg.solve(g, v)), np.asarray(jnp.linalg.inv(g))
+  close(x_cpu, np.linalg.solve(g, v), 1e-11)
+  close(inv_cpu, np.linalg.inv(g), 1e-11)
+  close(jnp.linalg.solve(g, v), x_cpu, 1e-11)
+
+def test_blocked_triangular_solve_gradients_and_vmap(x64):
+  """Derivatives through the blocked path (its loop inverts the diagonal blocks, linear in b) against finite
+  differences, and vmap against a loop."""
+  n = 40
+  t = triangle(n, True, False, seed=8, dtype=np.float64)
+  b = general((n, 2), np.float64, seed=9)
+  solve = lambda a, b: lax.linalg.triangular_solve(a, b, left_side=True, lower=True)
+  check_grads(solve, (t, b), order=1, modes=('fwd', 'rev'))
+  bs = np.stack([b, 3 * b + 1])
+  close(tinyjx.vmap(solve, in_axes=(None, 0))(t, bs), np.stack([np.linalg.solve(t, x) for x in bs]), 1e-12)
 
 # ---------------------------------------------------------------- gradients (float64)
 

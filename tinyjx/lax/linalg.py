@@ -5,12 +5,14 @@ lowers like any other program: the loop body is compiled once and runs as real l
 numpy or LAPACK at run time. Inputs are (..., m, n) arrays: leading dims are batch dims and every update
 broadcasts over them, so `vmap` batches the loops too. Integer inputs are promoted to the default float (as JAX).
 
-The algorithms: Cholesky by columns, and for n > BLOCK by panels of BLOCK columns with one matmul per trailing
-update; triangular solves by forward substitution (upper triangles are solved as lower ones of the reversed
-matrix); LU with partial pivoting (LAPACK's pivot choice: the first entry of largest magnitude); Householder QR
-with LAPACK's reflector convention (so signs match numpy); eigh by cyclic Jacobi in round-robin order, n/2
-disjoint rotations at a time, for a fixed number of sweeps; SVD by one-sided Jacobi in the same order, then a
-Householder QR of the orthogonalized columns for U (complete and orthonormal even when A is rank deficient).
+The algorithms: Cholesky by columns, and for n > BLOCK by panels of BLOCK columns (the panel's diagonal block by
+columns, the rows below it with a matmul by that block's inverse) with one matmul per trailing update; triangular
+solves by forward substitution, and for n > BLOCK by blocks of rows with matmuls (upper triangles are solved as
+lower ones of the reversed matrix); LU with partial pivoting (LAPACK's pivot choice: the first entry of largest
+magnitude); Householder QR with LAPACK's reflector convention (so signs match numpy); eigh by cyclic Jacobi in
+round-robin order, n/2 disjoint rotations at a time, for a fixed number of sweeps; SVD by one-sided Jacobi in the
+same order, then a Householder QR of the orthogonalized columns for U (complete and orthonormal even when A is
+rank deficient).
 
 Derivatives: each public function is a `custom_jvp` whose rule is the closed form (JAX's rules). A rule computes
 its primal outputs with the public (custom) functions, so higher derivatives use the rules again, and its
@@ -25,7 +27,8 @@ from tinyjx.transforms.control_flow import fori_loop, dynamic_index_in_dim, dyna
 from tinyjx.transforms.control_flow import dynamic_update_slice_in_dim
 from tinyjx.transforms.custom import custom_jvp
 
-BLOCK = 32          # Cholesky factors panels of this many columns once n exceeds it
+BLOCK = 32          # Cholesky and triangular solves work in panels of this many columns once n exceeds it
+PANELS = 8          # ... and of more where n > PANELS * BLOCK (a triangular solve: at most PANELS blocks)
 SWEEPS = {4: 2, 8: 3}     # Jacobi sweeps past log2(n), by itemsize (float32, float64); the convergence is quadratic
 
 __all__ = ['cholesky', 'triangular_solve', 'lu', 'lu_pivots_to_permutation', 'qr', 'eigh', 'svd']
@@ -87,7 +90,7 @@ def cholesky_columns(a: Array) -> Array:
 
 def cholesky_blocked(a: Array, b: int = BLOCK) -> Array:
   """Right-looking blocked Cholesky: the matrix is padded with identity to a multiple of `b`; block k factors the
-  panel of columns [kb, kb + b) by columns, then updates the trailing matrix with one (N x b) @ (b x N) matmul."""
+  panel of columns [kb, kb + b) (`factor_panel`), then updates the trailing matrix with one (N x b) @ (b x N) matmul."""
   n = a.shape[-1]
   big = -(-n // b) * b
   pad = [(0, 0)] * (a.ndim - 2) + [(0, big - n)] * 2
@@ -104,17 +107,15 @@ def cholesky_blocked(a: Array, b: int = BLOCK) -> Array:
   return jnp.tril(l[..., :n, :n])
 
 def factor_panel(panel: Array, j0, rows: Array, cols: Array) -> Array:
-  """Cholesky of the panel of columns [j0, j0 + b) (shape (..., N, b)), its earlier columns already applied."""
-  def step(jj, p):
-    j = j0 + jj
-    c = col(p, jj)
-    d = pivot_sqrt(entry(c, j))[..., None]
-    c = jnp.where(rows > j, c / d, jnp.where(rows == j, d, 0))
-    c_at_cols = dynamic_slice_in_dim(c, j0, cols.shape[0], axis=c.ndim - 1)   # c[j0 + jj'] for panel column jj'
-    upd = (rows[:, None] > j) & (cols[None, :] > jj)
-    p = jnp.where(upd, p - outer(c, conj(c_at_cols)), p)
-    return jnp.where(cols == jj, c[..., :, None], p)
-  return fori_loop(0, cols.shape[0], step, panel)
+  """Cholesky of the panel of columns [j0, j0 + b) (shape (..., N, b)), its earlier columns already applied: the
+  diagonal block by columns (b steps on b x b), then the rows below it with one matmul by the block's inverse,
+  L21 = A21 L11^-H (LAPACK's potf2 and trsm; by columns, each of the b steps updated the whole N x b panel)."""
+  b = cols.shape[0]
+  l11 = cholesky_columns(dynamic_slice_in_dim(panel, j0, b, axis=panel.ndim - 2))
+  inv = _lower_solve_rows(l11, jnp.eye(b, dtype=panel.dtype))
+  below = (rows >= j0 + b)[:, None]
+  out = jnp.where(below, jnp.where(below, panel, 0) @ mH(inv), panel)
+  return dynamic_update_slice_in_dim(out, l11, j0, axis=out.ndim - 2)
 
 def _cholesky_raw(a: Array) -> Array:
   return cholesky_blocked(a) if a.shape[-1] > BLOCK else cholesky_columns(a)
@@ -147,9 +148,35 @@ def cholesky(x, *, symmetrize_input: bool = True) -> Array:
 
 # ---------------------------------------------------------------- triangular solves
 
+def panel_width(n: int) -> int:
+  """The block width of a blocked triangular solve of order n: BLOCK, or n / PANELS rounded up to 8."""
+  return max(BLOCK, -(-n // (8 * PANELS)) * 8)
+
 def _lower_solve(l: Array, b: Array, unit: bool = False) -> Array:
-  """X with tril(l) @ X = b, by forward substitution over rows; l (..., n, n), b (..., n, k), batch dims
-  broadcast. Only the lower triangle of l is read (only its strict lower triangle when `unit`)."""
+  """X with tril(l) @ X = b; l (..., n, n), b (..., n, k), batch dims broadcast. Only the lower triangle of l is
+  read (only its strict lower triangle when `unit`). Up to BLOCK rows, forward substitution row by row; past it,
+  by blocks of rows: the inverses of all the diagonal blocks in one loop (substitution on the identity, the
+  blocks stacked), then per block one matmul with its block's inverse and one that takes the block's part out of
+  the rows below (LAPACK's trtri and gemm; the loop runs w steps on w x w blocks where substitution would run n
+  on n x k)."""
+  n = l.shape[-1]
+  if n <= BLOCK: return _lower_solve_rows(l, b, unit)
+  w = panel_width(n)
+  nb = -(-n // w)
+  pad = [(0, 0)] * (l.ndim - 2) + [(0, nb * w - n)] * 2
+  lp = jnp.pad(l, pad) + jnp.diag((jnp.arange(nb * w) >= n).astype(l.dtype))     # identity past n
+  diag = jnp.stack([lp[..., i * w:(i + 1) * w, i * w:(i + 1) * w] for i in range(nb)], axis=-3)
+  inv = _lower_solve_rows(diag, jnp.eye(w, dtype=l.dtype), unit)                    # (..., nb, w, w)
+  shape = jnp.broadcast_shapes(l.shape[:-2], b.shape[:-2])
+  rest, xs = jnp.broadcast_to(b, shape + b.shape[-2:]), []      # rest: b's rows not yet solved, updated
+  for i in range(nb):
+    r0, r1 = i * w, min(n, (i + 1) * w)
+    xs.append(inv[..., i, :r1 - r0, :r1 - r0] @ rest[..., :r1 - r0, :])
+    if r1 < n: rest = rest[..., r1 - r0:, :] - l[..., r1:, r0:r1] @ xs[-1]
+  return jnp.concatenate(xs, -2)
+
+def _lower_solve_rows(l: Array, b: Array, unit: bool = False) -> Array:
+  """`_lower_solve` by forward substitution over rows."""
   n = l.shape[-1]
   l = jnp.tril(l, -1) if unit else jnp.tril(l)
   shape = jnp.broadcast_shapes(l.shape[:-2], b.shape[:-2])
@@ -241,7 +268,7 @@ def _lu_raw(a: Array) -> tuple[Array, Array, Array]:
 def swap_rows(a: Array, i, p: Array, rows: Array) -> Array:
   """a with rows i (a loop index) and p (one per batch entry) exchanged."""
   ri = row(a, i)
-  rp = jnp.sum(jnp.where(rows[:, None] == p[..., None, None], a, 0), axis=-2)
+  rp = row(a, p) if p.ndim == 0 else jnp.sum(jnp.where(rows[:, None] == p[..., None, None], a, 0), axis=-2)
   out = jnp.where((rows == p[..., None])[..., :, None], ri[..., None, :], a)
   return jnp.where((rows == i)[:, None], rp[..., None, :], out)
 
@@ -570,6 +597,7 @@ def svd(x, *, full_matrices: bool = True, compute_uv: bool = True, subset_by_ind
 
 def permute_rows(b: Array, perm: Array) -> Array:
   """b[..., perm, :] with one permutation per batch entry (b (..., n, k), perm (..., n); batch dims broadcast)."""
+  if perm.ndim == 1: return jnp.take(b, perm, axis=-2, mode='clip')     # one row index per row: a row gather
   shape = jnp.broadcast_shapes(b.shape[:-2], perm.shape[:-1]) + b.shape[-2:]
   idx = jnp.broadcast_to(perm[..., :, None], shape)
   return jnp.take_along_axis(jnp.broadcast_to(b, shape), idx, axis=-2)
