@@ -1,4 +1,5 @@
 """The lowering passes one by one: index algebra, simplify, decompose, schedule, memory planning, rendering."""
+import re
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
@@ -952,6 +953,26 @@ def test_an_index_made_of_a_bool_reads_the_right_element(cpu, case):
   exe = cpu.compile_jaxpr(tinyjx.make_jaxpr(fns[case])(a, v))
   assert "tjx_opaque_index(" in exe.source
   np.testing.assert_array_equal(_run_exe(exe, a, v)[0], refs[case](a, v))
+
+def test_a_clamp_by_a_nonzero_constant_is_one_compare_and_keeps_every_value(cpu):
+  """`max(x, c)` and `min(x, c)` with c a number other than zero render as tjx_max(c, x): `c > x ? c : x`, one
+  vector instruction, where tjx_max(x, c) tested x for NaN and blended (clip, round, astype of 4M: 1.39 -> 1.0 ms).
+  Every value stays: NaN of either sign passes, +-inf, values equal to the bounds, zeros of both signs; and a bound
+  of zero keeps the old order (max(-0., 0.) is +0., which `0 > x ? 0 : x` would make -0.)."""
+  specials = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, -100.0, 100.0, 99.99, -100.01, 1e-45, 3e38, -3e38]
+  x = np.concatenate([np.array(specials, np.float32), np.linspace(-150, 150, 1000, dtype=np.float32)])
+  f = lambda x: (jnp.clip(x, -100.0, 100.0), jnp.maximum(x, 0.0), jnp.minimum(-0.0, x), jnp.maximum(x, -jnp.inf),
+                 jnp.round(jnp.clip(x * 10, -100, 100)).astype(jnp.int32))
+  exe = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(x))
+  assert "tjx_min_f32(100.0f, tjx_max_f32(-100.0f," in exe.source and "tjx_max_f32((-INFINITY)," in exe.source
+  assert re.search(r"tjx_max_f32\(\w+, 0\.0f\)", exe.source)      # zero: the old order
+  got = _run_exe(exe, x)
+  with np.errstate(invalid='ignore', over='ignore'):
+    want = (np.clip(x, np.float32(-100), np.float32(100)), np.maximum(x, np.float32(0)), np.minimum(np.float32(-0.0), x),
+            np.maximum(x, np.float32(-np.inf)),
+            np.nan_to_num(np.round(np.clip(x * np.float32(10), -100, 100)), nan=0).astype(np.int32))
+  for g, w in zip(got, want):
+    np.testing.assert_array_equal(g.view(np.int32), np.asarray(w).view(np.int32))    # bit for bit, NaN signs too
 
 @pytest.mark.parametrize('n', [0, 1, 2, 3, 4, 5, 7, 8, 9, 100, 4096])
 def test_a_compiled_searchsorted_matches_numpy_at_every_size(cpu, n):

@@ -402,7 +402,9 @@ class CRenderer(MatmulEmitter):
     if op in INFIX:
       out = f"({a} {INFIX[op]} {b})"
       return f"(({t})({a} {INFIX[op]} {b}))" if dt in NARROW and u is not None and u.dtype is not dtypes.bool_ else out
-    if op in (Ops.MAX, Ops.MIN): return f"tjx_{op.name.lower()}_{sfx}({a}, {b})"
+    if op in (Ops.MAX, Ops.MIN):
+      if dt.kind == 'f' and u is not None and _nonzero_number(u.src[1]): a, b = b, a   # see _nonzero_number
+      return f"tjx_{op.name.lower()}_{sfx}({a}, {b})"
     if dt.kind == 'f':
       f = '' if dt is dtypes.float64 else 'f'
       if op is Ops.DIV: return f"({a} / {b})"
@@ -413,6 +415,12 @@ class CRenderer(MatmulEmitter):
     raise NotImplementedError(f"no C rendering for {op.name} on {dt}")
 
 def _positive_const(u: UOp) -> bool: return u.op is Ops.CONST and u.arg[0] > 0
+
+def _nonzero_number(u: UOp) -> bool:
+  """A constant that is neither NaN nor zero: a clamp's bound. `tjx_max(c, x)` is then `c > x ? c : x` (its NaN
+  test of c folds away), one vector max instruction, where `tjx_max(x, c)` tests x for NaN and blends: the same
+  value for every x (NaN passes, and x equal to c is c bit for bit, which zero's two signs would not be)."""
+  return u.op is Ops.CONST and u.arg[0] == u.arg[0] and u.arg[0] != 0
 
 def _count_uses(stmts: list) -> dict:
   """How many parents each expression node has across a kernel (a node used twice becomes a temporary)."""
