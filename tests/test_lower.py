@@ -968,8 +968,8 @@ def test_a_clamp_by_a_nonzero_constant_is_one_compare_and_keeps_every_value(cpu)
   assert re.search(r"tjx_max_f32\(\w+, 0\.0f\)", exe.source)      # zero: the old order
   got = _run_exe(exe, x)
   with np.errstate(invalid='ignore', over='ignore'):
-    want = (np.clip(x, np.float32(-100), np.float32(100)), np.maximum(x, np.float32(0)), np.minimum(np.float32(-0.0), x),
-            np.maximum(x, np.float32(-np.inf)),
+    want = (np.clip(x, np.float32(-100), np.float32(100)), np.maximum(x, np.float32(0)),
+            np.minimum(np.float32(-0.0), x), np.maximum(x, np.float32(-np.inf)),
             np.nan_to_num(np.round(np.clip(x * np.float32(10), -100, 100)), nan=0).astype(np.int32))
   for g, w in zip(got, want):
     np.testing.assert_array_equal(g.view(np.int32), np.asarray(w).view(np.int32))    # bit for bit, NaN signs too
