@@ -62,6 +62,11 @@ def entry(v: Array, i) -> Array: return dynamic_index_in_dim(v, i, axis=v.ndim -
 def outer(u: Array, v: Array) -> Array: return u[..., :, None] * v[..., None, :]
 def flip2(a: Array) -> Array: return jnp.flip(a, (-2, -1))
 def eye_like(a: Array, n: int) -> Array: return jnp.broadcast_to(jnp.eye(n, dtype=a.dtype), a.shape[:-2] + (n, n))
+def pad_identity(a: Array, big: int) -> Array:
+  """Square `a` (..., n, n) padded to (..., big, big) with the identity past n (its factors and inverses are a's,
+  padded the same way)."""
+  n = a.shape[-1]
+  return jnp.pad(a, [(0, 0)] * (a.ndim - 2) + [(0, big - n)] * 2) + jnp.diag((jnp.arange(big) >= n).astype(a.dtype))
 
 def sweeps(dtype, n: int) -> int:
   """A fixed sweep count, enough for random matrices to converge to rounding (measured up to n = 64, where
@@ -93,8 +98,7 @@ def cholesky_blocked(a: Array, b: int = BLOCK) -> Array:
   panel of columns [kb, kb + b) (`factor_panel`), then updates the trailing matrix with one (N x b) @ (b x N) matmul."""
   n = a.shape[-1]
   big = -(-n // b) * b
-  pad = [(0, 0)] * (a.ndim - 2) + [(0, big - n)] * 2
-  a = jnp.pad(jnp.tril(a), pad) + jnp.diag((jnp.arange(big) >= n).astype(a.dtype))
+  a = pad_identity(jnp.tril(a), big)
   rows, cols = jnp.arange(big), jnp.arange(b)
   def block(k, l):
     j0 = k * b
@@ -112,7 +116,7 @@ def factor_panel(panel: Array, j0, rows: Array, cols: Array) -> Array:
   L21 = A21 L11^-H (LAPACK's potf2 and trsm; by columns, each of the b steps updated the whole N x b panel)."""
   b = cols.shape[0]
   l11 = cholesky_columns(dynamic_slice_in_dim(panel, j0, b, axis=panel.ndim - 2))
-  inv = _lower_solve_rows(l11, jnp.eye(b, dtype=panel.dtype))
+  inv = lower_inverse(l11)
   below = (rows >= j0 + b)[:, None]
   out = jnp.where(below, jnp.where(below, panel, 0) @ mH(inv), panel)
   return dynamic_update_slice_in_dim(out, l11, j0, axis=out.ndim - 2)
@@ -163,10 +167,8 @@ def _lower_solve(l: Array, b: Array, unit: bool = False) -> Array:
   if n <= BLOCK: return _lower_solve_rows(l, b, unit)
   w = panel_width(n)
   nb = -(-n // w)
-  pad = [(0, 0)] * (l.ndim - 2) + [(0, nb * w - n)] * 2
-  lp = jnp.pad(l, pad) + jnp.diag((jnp.arange(nb * w) >= n).astype(l.dtype))     # identity past n
-  diag = jnp.stack([lp[..., i * w:(i + 1) * w, i * w:(i + 1) * w] for i in range(nb)], axis=-3)
-  inv = _lower_solve_rows(diag, jnp.eye(w, dtype=l.dtype), unit)                    # (..., nb, w, w)
+  lp = pad_identity(l, nb * w)
+  inv = lower_inverse(jnp.stack([lp[..., i * w:(i + 1) * w, i * w:(i + 1) * w] for i in range(nb)], axis=-3), unit)
   shape = jnp.broadcast_shapes(l.shape[:-2], b.shape[:-2])
   rest, xs = jnp.broadcast_to(b, shape + b.shape[-2:]), []      # rest: b's rows not yet solved, updated
   for i in range(nb):
@@ -174,6 +176,10 @@ def _lower_solve(l: Array, b: Array, unit: bool = False) -> Array:
     xs.append(inv[..., i, :r1 - r0, :r1 - r0] @ rest[..., :r1 - r0, :])
     if r1 < n: rest = rest[..., r1 - r0:, :] - l[..., r1:, r0:r1] @ xs[-1]
   return jnp.concatenate(xs, -2)
+
+def lower_inverse(l: Array, unit: bool = False) -> Array:
+  """tril(l)^-1 (a stack of them for l (..., w, w)), by substitution on the identity: w steps on w x w."""
+  return _lower_solve_rows(l, jnp.eye(l.shape[-1], dtype=l.dtype), unit)
 
 def _lower_solve_rows(l: Array, b: Array, unit: bool = False) -> Array:
   """`_lower_solve` by forward substitution over rows."""
