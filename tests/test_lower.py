@@ -335,8 +335,9 @@ def test_max_and_min_of_a_constant_over_an_empty_axis_is_the_identity(cpu):
     assert tinyjx.jit(lambda x: jnp.max(x * 0, axis=1, initial=-2.0))(jnp.zeros((3, 0))).tolist() == [-2.0] * 3
 
 def test_select_between_a_constant_and_a_load_over_short_rows(cpu):
-  """GCC 12 gave the masked AVX loads of an if-converted loop the wrong masks (rows of 3 doubles): the
-  compiler flags keep it from if-converting (devices/cpu.py `workarounds`)."""
+  """GCC 12 gave the masked AVX loads of an if-converted loop the wrong masks (rows of 3 doubles): the renderer
+  reads an arm's load as a temporary, so there is nothing to if-convert into one (render.py `uses`). Then rows of
+  every length about the vectors' (8 and 16 lanes, 4 and 8 doubles; devices/cpu.py `vector_width`)."""
   b4 = jnp.asarray(np.array([[1.0, 1, 1], [0, 0, 0]]))
   with tinyjx.Context(JAX_ENABLE_X64=True, TINYJX_DEVICE='CPU'):
     f = tinyjx.jit(lambda b0, b4, b5: jnp.where(b4 == 1.0, 0.0, b0) + b5)
@@ -347,6 +348,14 @@ def test_select_between_a_constant_and_a_load_over_short_rows(cpu):
     g = tinyjx.jit(lambda a, b, c, t: jnp.where(a == b, c * (1.0 / jnp.where(t == 0.0, 1.0, t)), 0.0))
     got = g(a, b, np.arange(6.0).reshape(2, 3), np.full((2, 3), 2.0))
   assert np.asarray(got).tolist() == [[0.0, 0.5, 0.0], [1.5, 0.0, 0.0]]
+  rng = np.random.default_rng(5)
+  for width in (1, 3, 5, 7, 9, 15, 17, 31, 33):
+    for dt in (np.float32, np.float64):
+      x, c = (rng.standard_normal((6, width)).astype(dt) for _ in range(2))
+      b = (rng.random((6, width)) < 0.5).astype(dt)
+      with tinyjx.Context(JAX_ENABLE_X64=True, TINYJX_DEVICE='CPU'):
+        got = tinyjx.jit(lambda x, b, c: jnp.where(b == 1.0, 0.0, x) + jnp.where(b == 0.0, c, 1.0))(x, b, c)
+      np.testing.assert_array_equal(np.asarray(got), np.where(b == 1.0, 0.0, x) + np.where(b == 0.0, c, 1.0))
 
 def test_a_reduction_over_a_matmul_keeps_the_matmul_kernel():
   """`sum(tanh(a @ b))`: the contraction gets a buffer of its own (and so the tiled Matmul statement) instead of

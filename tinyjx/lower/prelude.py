@@ -273,13 +273,7 @@ static const uint64_t tjx_zero[2] __attribute__((aligned(16))) = {0, 0};
 
 MATMUL = r"""/* matmul: the micro-kernel keeps an MR x NR tile of results in 2 x MR vector registers of type V
    (NR / 2 lanes each), multiply-adds fused (only here, on purpose); `more` continues the sums already in c. Every
-   size comes from the kernel's MatmulPlan (lower/optimize.py): `render` instantiates one micro-kernel per plan.
-   TJX_MICRO_TARGET is the toolchain's: AVX-512 for the micro-kernel alone (devices/cpu.py `workarounds`). */
-#if defined(TJX_AVX512_MICROKERNEL) && !defined(__AVX512F__)
-#define TJX_MICRO_TARGET __attribute__((target("avx512f")))
-#else
-#define TJX_MICRO_TARGET
-#endif
+   size comes from the kernel's MatmulPlan (lower/optimize.py): `render` instantiates one micro-kernel per plan. */
 #if defined(__clang__)
 #define TJX_CONTRACT_FN
 #define TJX_CONTRACT_BODY _Pragma("clang fp contract(fast)")
@@ -317,14 +311,14 @@ static inline void* tjx_alloc(size_t n) { return aligned_alloc(64, (n + 63) / 64
   memcpy(c, acc, sizeof acc);
 /* x packed: row r of the block at k is a[k * MR + r] */
 #define TJX_MICRO(T, V, N, MR, NR) \
-TJX_CONTRACT_FN TJX_MICRO_TARGET static void tjx_mm_##N(int64_t K, const T* restrict a, const T* restrict b, \
+TJX_CONTRACT_FN static void tjx_mm_##N(int64_t K, const T* restrict a, const T* restrict b, \
                                                        T* restrict c, int more) { \
   TJX_CONTRACT_BODY \
   TJX_MICRO_LOOP(V, MR, NR, a[k * MR + r]) }
 /* x read in place (a direct matmul: x is a sliding window, never packed): row r of the block at k is
    a[roff[r] + koff[k]] */
 #define TJX_MICRO_DIRECT(T, V, N, MR, NR) \
-TJX_CONTRACT_FN TJX_MICRO_TARGET static void tjx_mmd_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, \
+TJX_CONTRACT_FN static void tjx_mmd_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, \
                                                         const int64_t* restrict koff, const T* restrict b, \
                                                         T* restrict c, int more) { \
   TJX_CONTRACT_BODY \
@@ -334,7 +328,7 @@ TJX_CONTRACT_FN TJX_MICRO_TARGET static void tjx_mmd_##N(int64_t K, const T* res
 /* x read in place along its rows (a small x that stays in cache, never packed): row r of the block at k is
    a[roff[r] + k] */
 #define TJX_MICRO_ROWS(T, V, N, MR, NR) \
-TJX_CONTRACT_FN TJX_MICRO_TARGET static void tjx_mmr_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, \
+TJX_CONTRACT_FN static void tjx_mmr_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, \
                                                         const T* restrict b, T* restrict c, int more) { \
   TJX_CONTRACT_BODY \
   const T* row[MR]; \
