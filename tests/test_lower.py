@@ -497,7 +497,8 @@ def _conv_grads(x, w, padding):
   (3, 2, 33, (1, 93), (1, 9), 'VALID', '255 positions (3 x 85), 33 channels'),
   (1, 5, 16, (1, 265), (1, 9), 'SAME', '257 positions, padded: the padded input is a buffer'),
   (2, 6, 5, (12, 12), (3, 3), 'SAME', 'a padded 2-D convolution'),
-  (128, 8, 16, (10, 10), (3, 3), 'VALID', 'weight gradient over a long contraction: chunked')])
+  (128, 8, 16, (10, 10), (3, 3), 'VALID', 'weight gradient over a long contraction: chunked'),
+  (64, 3, 5, (18, 18), (3, 3), 'VALID', 'weight gradient over 64 chunks of one image: chunked, split')])
 def test_convolutions_read_their_windows_in_place_and_match_the_python_device(cpu, n, c, o, hw, k, padding, how):
   """A convolution's windows are x of a direct matmul (forward, input gradient and weight gradient): read in place
   through offset tables, never packed; tile edges in both directions, float32 and float64, against PYTHON."""
@@ -511,6 +512,7 @@ def test_convolutions_read_their_windows_in_place_and_match_the_python_device(cp
       with tinyjx.Context(TINYJX_DEVICE='PYTHON'): want = [np.asarray(a) for a in tinyjx.jit(f)(x, w)]
     assert 'tjx_mmd_f' in source, how
     assert ('koff + k0' in source) == ('chunked' in how), how
+    assert ('tg + (ib * NB + sb)' in source) == ('split' in how), how
     for g, v in zip(got, want):
       np.testing.assert_allclose(g, v, rtol=tol, atol=tol * np.abs(v).max(), err_msg=f"{how} {dt.__name__}")
 
@@ -529,20 +531,28 @@ def test_the_direct_plan_follows_the_window_and_the_cache():
   assert (plan.direct, plan.chunked) == (True, False)
   plan = optimize.plan_matmul(800, 32, 102400, F32, 256, 32, direct=True)
   assert (plan.direct, plan.chunked, plan.chunk * 400) == (True, True, 400)
+  assert plan.split_groups == optimize.SPLIT_GROUPS             # 2 panels of y, 256 chunks: split among groups
+  plan = optimize.plan_matmul(800, 64, 102400, F32, 256, 32, direct=True)
+  assert (plan.chunked, plan.split_groups) == (True, 0)          # 4 panels: packed in parallel, chunk by chunk
+  plan = optimize.plan_matmul(800, 32, 12800, F32, 32, 32, direct=True)
+  assert (plan.chunked, plan.split_groups) == (True, 0)          # 32 chunks: too few to split
 
-def test_a_chunked_direct_matmul_does_not_depend_on_the_thread_count(cpu):
-  """A weight gradient's chunks are added into each block's tiles in chunk order, whichever thread runs the block."""
+@pytest.mark.parametrize('n, hw, split', [(128, 10, False), (64, 18, True)])
+def test_a_chunked_direct_matmul_does_not_depend_on_the_thread_count(cpu, n, hw, split):
+  """A weight gradient's chunks are added into each block's tiles in chunk order, whichever thread runs the block;
+  split among groups, each group adds its chunks in order and the groups are added in order."""
   from tinyjx import lax
   rng = np.random.default_rng(5)
-  x = rng.standard_normal((128, 8, 10, 10)).astype(np.float32)
-  g = rng.standard_normal((128, 16, 8, 8)).astype(np.float32)
+  x = rng.standard_normal((n, 8, hw, hw)).astype(np.float32)
+  g = rng.standard_normal((n, 16, hw - 2, hw - 2)).astype(np.float32)
   w = np.zeros((16, 8, 3, 3), np.float32)
   f = tinyjx.jit(lambda x, w, g: tinyjx.grad(lambda w: jnp.sum(lax.conv(x, w, (1, 1), 'VALID') * g))(w))
   outs = []
   for threads in (1, 2, 3):
     with tinyjx.Context(TINYJX_THREADS=threads, TINYJX_DEVICE='CPU'): outs.append(np.asarray(f(x, w, g)))
   assert all((o == outs[0]).all() for o in outs)
-  assert 'koff + k0' in cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(x, w, g)).source
+  source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(x, w, g)).source
+  assert 'koff + k0' in source and ('tg + (ib * NB + sb)' in source) == split
 
 EDGES = (1, 7, 31, 33, 255, 257)
 

@@ -215,16 +215,19 @@ class MatmulEmitter:
     p2 = pad + "    "
     kpart, rpart = _index_parts(s)
     rows = plan.chunk * (s.k // s.kvars[0].arg[1])            # contraction rows of y packed at a time
+    groups = max(plan.split_groups, 1)                         # a split plan packs and sums each group on its own
     lines += [f"{pad}{{",
               f"{pad}  const int64_t M = {s.m}, N = {s.n}, K = {s.k};",
               f"{pad}  const int64_t NB = (N + {nr - 1}) / {nr}, MB = (M + {mr - 1}) / {mr};",
-              f"{pad}  {t}* pb = tjx_alloc(NB * {nr * rows} * sizeof({t}));",
+              f"{pad}  {t}* pb = tjx_alloc({groups} * NB * {nr * rows} * sizeof({t}));",
               f"{pad}  int64_t* koff = tjx_alloc(K * sizeof(int64_t));",
-              *([f"{pad}  {t}* tiles = tjx_alloc(MB * NB * {mr * nr} * sizeof({t}));"] if plan.chunked else [])]
+              *([f"{pad}  {t}* tiles = tjx_alloc({groups} * MB * NB * {mr * nr} * sizeof({t}));"]
+                if plan.chunked else [])]
     self.loop_nest(s.kvars, lines, pad + "  ", lambda p: lines.append(
       f"{p}koff[{self.expr(_flat(s.kvars))}] = {self.expr(kpart)};"))
     lines += [f"#pragma omp parallel if({int(s.parallel)})", f"{pad}  {{"]
-    (self.direct_chunks if plan.chunked else self.direct_whole)(s, lines, pad + "  ", rpart, rows)
+    emit = self.direct_split if plan.split_groups else self.direct_chunks if plan.chunked else self.direct_whole
+    emit(s, lines, pad + "  ", rpart, rows)
     lines += [f"{pad}  }}", f"{pad}  free(pb);", f"{pad}  free(koff);",
               *([f"{pad}  free(tiles);"] if plan.chunked else []), f"{pad}}}"]
 
@@ -265,6 +268,40 @@ class MatmulEmitter:
     lines += [f"{p}}}", "#pragma omp for schedule(static)",
               f"{p}for (int64_t ib = 0; ib < MB; ib++) for (int64_t sb = 0; sb < NB; sb++) {{",
               f"{p}  const {t}* c = {tiles};"]
+    self.tile_store(s, lines, p + "  ", "ib", "sb", t)
+    lines.append(f"{p}}}")
+
+  def direct_split(self, s: Matmul, lines: list, p: str, rpart: UOp, rows: int) -> None:
+    """Few panels of y and many chunks (a weight gradient: a small result, a contraction over the batch and the
+    positions): the chunks are the parallel work, in the plan's fixed groups. Each group packs its own chunks of y
+    and adds them into its own row of tiles, with no barrier between chunks (the chunked form packs a chunk's one
+    or two panels on as many threads and waits for them, every chunk); then the groups' tiles are added in order,
+    so the result does not depend on the thread count."""
+    mr, nr, t, plan = s.plan.mr, s.plan.nr, self.type_names[s.dtype], s.plan
+    tile, g, outer, inner = mr * nr, plan.split_groups, s.kvars[0].arg[1], s.k // s.kvars[0].arg[1]
+    lines += ["#pragma omp for schedule(static)", f"{p}for (int64_t g = 0; g < {g}; g++) {{",
+              f"{p}  {t}* pg = pb + g * NB * {nr * rows};",
+              f"{p}  {t}* tg = tiles + g * MB * NB * {tile};",
+              f"{p}  const int64_t g0 = g * {plan.chunks} / {g}, g1 = (g + 1) * {plan.chunks} / {g};",
+              f"{p}  for (int64_t cc = g0; cc < g1; cc++) {{",
+              f"{p}    const int64_t c0 = cc * {plan.chunk}, "
+              f"c1 = c0 + {plan.chunk} < {outer} ? c0 + {plan.chunk} : {outer};",
+              f"{p}    const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};",
+              f"{p}    for (int64_t bb = 0; bb < NB; bb++) {{", f"{p}      {t}* dst = pg + bb * {nr * rows};"]
+    self.pack_panel(s, 'b', lines, p + "      ", chunk=True)
+    lines += [f"{p}    }}", f"{p}    for (int64_t ib = 0; ib < MB; ib++) {{"]
+    self.row_offsets(s, rpart, lines, p + "      ")
+    lines += [f"{p}      for (int64_t sb = 0; sb < NB; sb++)",
+              f"{p}        {self.micro_kernel(s)}(kn, b{s.x.src[0].arg}, roff, koff + k0, pg + sb * {nr * rows}, "
+              f"tg + (ib * NB + sb) * {tile}, cc > g0);",
+              f"{p}    }}", f"{p}  }}", f"{p}}}",
+              "#pragma omp for schedule(static)",
+              f"{p}for (int64_t bs = 0; bs < MB * NB; bs++) {{",
+              f"{p}  const int64_t ib = bs / NB, sb = bs % NB;",
+              f"{p}  {t} c[{tile}] __attribute__((aligned(64)));",
+              f"{p}  memcpy(c, tiles + bs * {tile}, sizeof c);",
+              f"{p}  for (int64_t g = 1; g < {g}; g++) for (int64_t z = 0; z < {tile}; z++) "
+              f"c[z] += tiles[(g * MB * NB + bs) * {tile} + z];"]
     self.tile_store(s, lines, p + "  ", "ib", "sb", t)
     lines.append(f"{p}}}")
 

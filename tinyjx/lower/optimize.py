@@ -51,6 +51,7 @@ SPLIT_GROUPS = 16                # groups of chunks of a split contraction (fixe
 WINDOW_REUSE = 4                 # an operand that reads each element this many times is a sliding window (im2col)
 DIRECT_WHOLE = 1 << 18           # bytes of packed y a direct matmul keeps in L2 (whole, or one chunk of every panel)
 DIRECT_TILES = 1 << 20           # bytes of result tiles a chunked direct matmul keeps between its chunks
+DIRECT_SPLIT_PANELS = 4          # a chunked direct matmul with fewer panels of y splits its chunks among threads
 ROWS_IN_PLACE = 1 << 18          # bytes of an x read in place by rows (it stays in L2 while every panel passes)
 COLUMN_SPLIT = 1 << 20           # elements read from which a column reduction runs its row in tiles on all threads
 
@@ -125,6 +126,8 @@ def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int, di
   A `direct` plan (x a sliding window that `direct_fits`) reads x in place and packs only y: whole where it is
   small enough for L2, and every block of x runs the whole contraction; otherwise the contraction runs in chunks
   (as above), outermost: each chunk of y is packed, then every block of x adds it into its row of result tiles.
+  With fewer than DIRECT_SPLIT_PANELS panels of y and many chunks (a convolution's weight gradient) the chunks are
+  split among SPLIT_GROUPS groups instead, each packing its own.
 
   >>> from tinyjx import dtypes
   >>> plan_matmul(1024, 1024, 1024, dtypes.float32, 1024, 64)
@@ -139,7 +142,8 @@ direct=False, group=4, x_rows=False)
     if -(-n // nr) * nr * k * size <= DIRECT_WHOLE:
       return MatmulPlan(mr, nr, vector_bytes, False, chunk=outer, direct=True)
     per, chunks = _chunks(outer, k // outer)
-    return MatmulPlan(mr, nr, vector_bytes, False, True, per, chunks, direct=True)
+    split = -(-n // nr) < DIRECT_SPLIT_PANELS and chunks >= 4 * SPLIT_GROUPS
+    return MatmulPlan(mr, nr, vector_bytes, False, True, per, chunks, SPLIT_GROUPS if split else 0, direct=True)
   x_panels = m * k * size > PACK_CACHE and n * k * size <= PACK_CACHE
   whole_rows, panel_rows, inner = (n, m, k // outer) if x_panels else (m, n, k // outer)
   chunked = k > 2 * KC_TARGET and outer > 1 and (whole_rows + 16) * 32 * size <= PACK_CACHE
