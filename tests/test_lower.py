@@ -169,7 +169,7 @@ def test_the_pipeline_is_an_ordered_list_of_named_passes():
   assert names[:4] == ['simplify', 'split_complex', 'decompose', 'schedule+index']
   assert names[-2:] == ['render', 'compile']
   assert [n for n, _ in lower.passes('as_matmul', 'estimate')] == [
-    'as_matmul', 'as_column_reduction', 'as_column_scan', 'split_reductions', 'stash_shared', 'split_chains', 'tile_transposes',
+    'as_matmul', 'merge_nests', 'as_column_reduction', 'as_column_scan', 'split_reductions', 'stash_shared', 'split_chains', 'tile_transposes',
     'block_sums',
     'mark_parallel', 'spread_reductions', 'grid',
     'estimate']                                   # the sub-passes of optimize, each a named entry
@@ -629,8 +629,48 @@ def test_a_fused_update_with_many_buffers_is_vectorized_inside_its_parallel_loop
   res = subprocess.run([cc, *flags, '-c', str(src), '-o', str(tmp_path / "k.o"), '-fopt-info-vec-optimized'],
                        capture_output=True, text=True)
   assert res.returncode == 0, res.stderr
-  loop = next(i for i, ln in enumerate(st.source.splitlines(), 1) if ln.strip().startswith("for (int64_t i1 = 0;"))
-  assert f"k.c:{loop}:" in res.stderr and "loop vectorized" in res.stderr, (loop, res.stderr[-2000:])
+  lines = st.source.splitlines()
+  start = next(i for i, ln in enumerate(lines, 1) if ln.startswith("#pragma omp parallel"))
+  end = next(i for i, ln in enumerate(lines, 1) if i > start and ln.startswith("}"))
+  vectorized = [int(m) for m in re.findall(r"k\.c:(\d+):\d+: optimized: loop vectorized", res.stderr)]
+  assert any(start < n < end for n in vectorized), (start, end, res.stderr[-2000:])   # a loop of the parallel nest
+
+MERGED = [  # f of x (3, 4, h, w), numpy's f
+  (lambda x: jnp.tanh(x) * 2.0 + 1.0, lambda x: np.tanh(x) * 2.0 + 1.0),
+  (lambda x: x.sum((2, 3)), lambda x: x.sum((2, 3))),
+  (lambda x: x.max((2, 3)), lambda x: x.max((2, 3))),
+  (lambda x: (x - x.mean((0, 2, 3), keepdims=True)) * (x * x).sum((0, 2, 3), keepdims=True),
+   lambda x: (x - x.mean((0, 2, 3), keepdims=True)) * (x * x).sum((0, 2, 3), keepdims=True)),
+  (lambda x: jnp.where(x > 0, x, 0.0).sum((0, 2, 3)), lambda x: np.where(x > 0, x, 0.0).sum((0, 2, 3)))]
+
+@pytest.mark.parametrize('h, w', [(20, 20), (7, 33), (31, 1), (1, 7), (33, 255)])
+def test_nested_loops_that_walk_memory_as_one_run_as_one_loop(cpu, h, w):
+  """`merge_nests`: the last two axes of a contiguous array (elementwise, a sum or max over them, batch-norm
+  statistics over the others) run as one loop of h * w; every tile edge, float32 and float64, against numpy."""
+  rng = np.random.default_rng(h * 100 + w)
+  for dt, tol in ((np.float32, 2e-5), (np.float64, 1e-12)):
+    x = rng.standard_normal((3, 4, h, w)).astype(dt)
+    for f, npf in MERGED:
+      with tinyjx.Context(JAX_ENABLE_X64=True):
+        source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(x)).source
+        with tinyjx.Context(TINYJX_DEVICE='CPU'): got = np.asarray(tinyjx.jit(f)(x))
+      want = npf(x.astype(np.float64))
+      np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max(), err_msg=f"{h}x{w} {dt}")
+      if h > 1 and w > 1: assert not re.search(rf"for \(int64_t i\d+ = 0; i\d+ < {w};", source), (h, w)
+
+def test_loops_whose_addresses_do_not_walk_as_one_stay_nested(cpu):
+  """A transposed read, a broadcast along one of the two axes and a padding mask each use a loop variable in a way
+  one flat loop cannot: those nests keep their loops, and their results."""
+  rng = np.random.default_rng(3)
+  x, y = rng.standard_normal((3, 4, 20, 20)).astype(np.float32), rng.standard_normal((3, 4, 20)).astype(np.float32)
+  cases = [(lambda x, y: jnp.swapaxes(x, 2, 3) + 1.0, lambda x, y: np.swapaxes(x, 2, 3) + 1.0, 400),
+           (lambda x, y: x * y[..., None], lambda x, y: x * y[..., None], 400),
+           (lambda x, y: jnp.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))) * 2.0,
+            lambda x, y: np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))) * 2.0, 484)]
+  for f, npf, flat in cases:
+    source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(x, y)).source
+    assert not re.search(rf"< ({flat}|{12 * flat});", source)
+    with tinyjx.Context(TINYJX_DEVICE='CPU'): np.testing.assert_allclose(np.asarray(tinyjx.jit(f)(x, y)), npf(x, y))
 
 @pytest.mark.parametrize('dt', [np.float32, np.float64])
 def test_a_vectorized_max_keeps_its_nan_in_a_flag(cpu, dt):

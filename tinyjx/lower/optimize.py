@@ -10,6 +10,8 @@ Each rewrite is `name(kernel, device)` and changes the kernel in place. Each is 
   tiling (`plan_matmul`: tile sizes for the device's `vector_bytes`, which side is packed whole, chunks of a long
   contraction, a split contraction) travels on the statement as a `MatmulPlan`; lower/matmul.py only writes
   it out;
+- `merge_nests`: two nested loops that walk every address as one loop would (the last two axes of a contiguous
+  array) become one loop: a 20 x 20 image is one vector loop of 400, not 20 of 20 with a remainder each;
 - `as_column_reduction`: a reduction over a strided axis (`x.sum(0)`) keeps a row of accumulators, so the
   innermost loop walks memory in order and vectorizes;
 - `as_column_scan`: a scan along an axis that is not the last (`cumsum(x, 0)`) keeps a row of running values, so
@@ -267,6 +269,49 @@ def _max_var(stmts: list) -> int:
   for s in stmts:
     if isinstance(s, Loop): out = max(out, s.var.arg[0], _max_var(s.body))
   return out
+
+def merge_nests(k: Kernel, device=None, stmts: list | None = None) -> None:
+  """Two perfectly nested loops that walk every address as one loop would (each address moves by the inner loop's
+  stride times its trip count when the outer loop steps: the last two axes of a contiguous array) run as one
+  loop. The 20 x 20 images of a convolution net's activations are then one vector loop of 400 elements, not 20
+  loops of 20, each with a remainder after one 16-lane vector (and, in a sum, a horizontal add). `stmts` (default
+  the kernel's body) is the statement list being walked."""
+  stmts = k.body if stmts is None else stmts
+  for i, s in enumerate(stmts):
+    if not isinstance(s, Loop): continue
+    merge_nests(k, device, s.body)                         # innermost first: a merged pair can join its parent
+    while (merged := _merged(s, k)) is not None: stmts[i] = s = merged
+
+def _merged(a: Loop, k: Kernel) -> Loop | None:
+  """Loop `a` and the one loop it holds as one loop, where every expression of their variables is the same
+  function of the flat index a * size(b) + b (`_flat_safe`), else None."""
+  if len(a.body) != 1 or not isinstance(a.body[0], Loop): return None
+  b = a.body[0]
+  if a.parallel or b.parallel or a.acc is not None or a.serial != b.serial: return None
+  if not all(isinstance(x, Store) or (isinstance(x, Update) and x.at is None) for x in b.body): return None
+  roots = [r for x in b.body for r in ((x.idx, x.value, x.valid) if isinstance(x, Store) else (x.value,))]
+  if not _flat_safe(roots, a.var, b.var): return None
+  c = sym.loop_var(_max_var(k.body) + 1, a.size * b.size)
+  at = {a.var: sym.const(0), b.var: c}
+  body = [Store(x.buf, _rewrite(x.idx, at), _rewrite(x.value, at), _rewrite(x.valid, at)) if isinstance(x, Store)
+          else Update(x.acc, _rewrite(x.value, at)) for x in b.body]
+  return Loop(c, body, acc=b.acc, serial=b.serial)
+
+def _flat_safe(roots: list, a: UOp, b: UOp) -> bool:
+  """Every expression under `roots` gives the same values with (a, b) -> (0, a * size(b) + b): an index
+  arithmetic node whose linear form has a's coefficient size(b) times b's, over atoms that are themselves safe;
+  any other node, when all its sources are. A variable alone (a mask `a < 3`, an index along a alone) is not."""
+  size, safe, dep = b.arg[1], {}, {}
+  for n in toposort(roots):
+    dep[n] = n is a or n is b or any(dep[x] for x in n.src)
+    if n is a or n is b: safe[n] = False
+    elif not dep[n]: safe[n] = True
+    elif n.dtype is IDX and n.op in (Ops.ADD, Ops.MUL):
+      terms, _ = sym.linear(n)
+      atoms = all(safe.get(t, False) or not dep.get(t, True) for t in terms if t is not a and t is not b)
+      safe[n] = atoms and terms.get(a, 0) == terms.get(b, 0) * size
+    else: safe[n] = all(safe[x] for x in n.src)
+  return all(safe[r] for r in roots)
 
 def _strided_inner(value: UOp, j: UOp, r: UOp) -> bool:
   """Some load is contiguous along output variable `j` but strided along reduce variable `r`."""
