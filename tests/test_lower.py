@@ -169,7 +169,7 @@ def test_the_pipeline_is_an_ordered_list_of_named_passes():
   assert names[:4] == ['simplify', 'split_complex', 'decompose', 'schedule+index']
   assert names[-2:] == ['render', 'compile']
   assert [n for n, _ in lower.passes('as_matmul', 'estimate')] == [
-    'as_matmul', 'merge_nests', 'as_column_reduction', 'as_column_scan', 'split_reductions', 'stash_shared', 'split_chains', 'tile_transposes',
+    'as_matmul', 'unroll_windows', 'merge_nests', 'as_column_reduction', 'as_column_scan', 'split_reductions', 'stash_shared', 'split_chains', 'tile_transposes',
     'block_sums',
     'mark_parallel', 'spread_reductions', 'grid',
     'estimate']                                   # the sub-passes of optimize, each a named entry
@@ -657,6 +657,37 @@ def test_nested_loops_that_walk_memory_as_one_run_as_one_loop(cpu, h, w):
       want = npf(x.astype(np.float64))
       np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max(), err_msg=f"{h}x{w} {dt}")
       if h > 1 and w > 1: assert not re.search(rf"for \(int64_t i\d+ = 0; i\d+ < {w};", source), (h, w)
+
+def _windows(x, k, op):
+  n, c, h, w = x.shape
+  return op(x[:, :, :h // k * k, :w // k * k].reshape(n, c, h // k, k, w // k, k), axis=(3, 5))
+
+@pytest.mark.parametrize('k, written_out', [(1, True), (2, True), (3, True), (4, False)])
+def test_small_windows_are_written_out_and_keep_every_value(cpu, k, written_out):
+  """`unroll_windows`: a max or sum over a window of at most SMALL_REDUCE elements per output (a 2 x 2 or 3 x 3
+  pool, a reduction over an axis of one) is its updates written out, so the loop over outputs vectorizes; a 4 x 4
+  window keeps its loops. NaN (anywhere, and a whole window of them), infinities and zeros of both signs give
+  numpy's result, and a max the PYTHON device's bit for bit, in float32 and float64, at widths about a vector's."""
+  rng = np.random.default_rng(k)
+  for dt in (np.float32, np.float64):
+    for h, w in ((20, 20), (7, 33), (12, 5)):
+      x = rng.standard_normal((2, 3, h, w)).astype(dt)
+      x.flat[rng.integers(0, x.size, 6)] = np.nan
+      x.flat[rng.integers(0, x.size, 4)] = -np.inf
+      x.flat[rng.integers(0, x.size, 4)] = -0.0
+      x[0, 0, 0, :k] = np.nan                                     # a window that is NaN throughout
+      for op, npop in ((jnp.max, np.max), (jnp.sum, np.sum)):
+        f = lambda x: _windows(x, k, op) * 2.0
+        with tinyjx.Context(JAX_ENABLE_X64=True):
+          source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(x)).source
+          with tinyjx.Context(TINYJX_DEVICE='CPU'): got = np.asarray(tinyjx.jit(f)(x))
+          with tinyjx.Context(TINYJX_DEVICE='PYTHON'): ref = np.asarray(tinyjx.jit(f)(x))
+        want = _windows(x, k, npop) * 2.0
+        tol = 2e-6 if dt is np.float32 else 1e-14                # a float32 sum's rounding, of terms about 1
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * k * k * 8, err_msg=f"{k} {op.__name__}")
+        if op is jnp.max: np.testing.assert_array_equal(got.view(np.uint8), ref.view(np.uint8))   # every bit
+        kernel = source[source.index('static void k0'):]
+        assert ('#pragma omp simd reduction' not in kernel) == written_out, (k, op.__name__)
 
 def test_loops_whose_addresses_do_not_walk_as_one_stay_nested(cpu):
   """A transposed read, a broadcast along one of the two axes and a padding mask each use a loop variable in a way

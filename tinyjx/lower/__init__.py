@@ -30,9 +30,9 @@ from tinyjx.lower.simplify import pm_simplify, pm_decompose, fold_permutes
 from tinyjx.lower.schedule import schedule, KernelItem
 from tinyjx.lower.index import build_kernel, NeedsBuffer
 from tinyjx.lower.memory import plan
-from tinyjx.lower.optimize import (is_matmul, as_matmul, merge_nests, as_column_reduction, as_column_scan,
-                                   split_reductions, stash_shared, split_chains, tile_transposes, block_sums,
-                                   mark_parallel, estimate)
+from tinyjx.lower.optimize import (is_matmul, as_matmul, merge_nests, unroll_windows, as_column_reduction,
+                                   as_column_scan, split_reductions, stash_shared, split_chains, tile_transposes,
+                                   block_sums, mark_parallel, estimate)
 from tinyjx.lower.optimize_gpu import as_grid, spread_reductions, spread_of
 from tinyjx.lower.dialects import RENDERERS
 from tinyjx.lower.runtime import Executable, Slot, KernelCall, InterpretedStep, step_rules
@@ -189,6 +189,7 @@ PASSES = [
   ("schedule+index", do_schedule_and_index),  # which nodes get buffers; each kernel as loops over index arithmetic
   # optimize: speed, never results (but block_sums, for accuracy); on a CPU (loop nests) or a GPU (grids)
   ("as_matmul", on_kernels(as_matmul)),  # CPU: a big sum of products runs as packed panels and register tiles
+  ("unroll_windows", on_kernels(unroll_windows)),  # CPU: a 2 x 2 pool's window written out: the outputs vectorize
   ("merge_nests", on_kernels(merge_nests)),  # CPU: a 20 x 20 image is one loop of 400 where every address allows it
   ("as_column_reduction", on_kernels(as_column_reduction)),  # CPU: x.sum(0) keeps a row of sums, so it vectorizes
   ("as_column_scan", on_kernels(as_column_scan)),  # CPU: cumsum(x, 0) keeps a row of running values, so it vectorizes

@@ -10,6 +10,8 @@ Each rewrite is `name(kernel, device)` and changes the kernel in place. Each is 
   tiling (`plan_matmul`: tile sizes for the device's `vector_bytes`, which side is packed whole, chunks of a long
   contraction, a split contraction) travels on the statement as a `MatmulPlan`; lower/matmul.py only writes
   it out;
+- `unroll_windows`: a reduction of at most SMALL_REDUCE elements per iteration of an enclosing loop (a 2 x 2 pool's
+  window) is its updates written out, so the loop over the outputs vectorizes;
 - `merge_nests`: two nested loops that walk every address as one loop would (the last two axes of a contiguous
   array) become one loop: a 20 x 20 image is one vector loop of 400, not 20 of 20 with a remainder each;
 - `as_column_reduction`: a reduction over a strided axis (`x.sum(0)`) keeps a row of accumulators, so the
@@ -288,13 +290,15 @@ def _merged(a: Loop, k: Kernel) -> Loop | None:
   if len(a.body) != 1 or not isinstance(a.body[0], Loop): return None
   b = a.body[0]
   if a.parallel or b.parallel or a.acc is not None or a.serial != b.serial: return None
-  if not all(isinstance(x, Store) or (isinstance(x, Update) and x.at is None) for x in b.body): return None
-  roots = [r for x in b.body for r in ((x.idx, x.value, x.valid) if isinstance(x, Store) else (x.value,))]
+  if not all(isinstance(x, Store) or (isinstance(x, Update) and x.at is None) or (isinstance(x, Decl) and not x.size)
+             for x in b.body): return None
+  roots = [r for x in b.body for r in ((x.idx, x.value, x.valid) if isinstance(x, Store) else
+                                       (x.value,) if isinstance(x, Update) else ())]
   if not _flat_safe(roots, a.var, b.var): return None
   c = sym.loop_var(_max_var(k.body) + 1, a.size * b.size)
   at = {a.var: sym.const(0), b.var: c}
   body = [Store(x.buf, _rewrite(x.idx, at), _rewrite(x.value, at), _rewrite(x.valid, at)) if isinstance(x, Store)
-          else Update(x.acc, _rewrite(x.value, at)) for x in b.body]
+          else Update(x.acc, _rewrite(x.value, at)) if isinstance(x, Update) else x for x in b.body]
   return Loop(c, body, acc=b.acc, serial=b.serial)
 
 def _flat_safe(roots: list, a: UOp, b: UOp) -> bool:
@@ -312,6 +316,49 @@ def _flat_safe(roots: list, a: UOp, b: UOp) -> bool:
       safe[n] = atoms and terms.get(a, 0) == terms.get(b, 0) * size
     else: safe[n] = all(safe[x] for x in n.src)
   return all(safe[r] for r in roots)
+
+SMALL_REDUCE = 9                 # a reduction of at most this many elements (a 3 x 3 window) is written out, unrolled
+
+def unroll_windows(k: Kernel, device=None, stmts: list | None = None, inside: bool = False) -> None:
+  """A reduction of at most SMALL_REDUCE elements for each iteration of an enclosing loop (a 2 x 2 max pool's
+  window, a sum over an axis of one) becomes its updates written out, in the loop's order: the enclosing loop is
+  then elementwise and vectorizes across its outputs, where a loop of 2 inside a loop of 2 per output ran scalar,
+  with a NaN flag and a horizontal step each. `stmts` (default the kernel's body) is the list being walked,
+  `inside` whether it is a loop's body."""
+  stmts = k.body if stmts is None else stmts
+  for i, s in enumerate(stmts):
+    if not isinstance(s, Loop): continue
+    acc = _reduce_acc(s)
+    if inside and acc is not None and _declared_just_before(stmts, i, acc, 0) and _trips(s) <= SMALL_REDUCE:
+      stmts[i:i + 1] = _written_out(s)
+      if acc.arg[1] is Ops.ADD: k.narrow_sums.add(acc)         # a handful of float32 terms: its own partial
+    else: unroll_windows(k, device, s.body, True)
+
+def _reduce_acc(l: Loop) -> UOp | None:
+  """The accumulator of a perfect nest of reduce loops whose innermost body only updates it, else None."""
+  loops, body = _perfect_nest([l])
+  acc = loops[-1].acc
+  if acc is None or not all(isinstance(b, Update) and b.acc is acc and b.at is None for b in body): return None
+  return acc if all(x.serial for x in loops) else None
+
+def _trips(l: Loop) -> int: return math.prod(x.size for x in _perfect_nest([l])[0])
+
+def _written_out(l: Loop) -> list:
+  """The updates of reduce nest `l`, one for each iteration, in the loops' order."""
+  loops, body = _perfect_nest([l])
+  out = []
+  for flat in range(_trips(l)):
+    at = dict(zip((x.var for x in loops), (sym.const(v) for v in _digits(flat, [x.size for x in loops]))))
+    out += [Update(b.acc, _rewrite(b.value, at)) for b in body]
+  return out
+
+def _digits(flat: int, sizes: list) -> list:
+  """The row-major multi-index of `flat` over `sizes`."""
+  out = []
+  for size in reversed(sizes):
+    out.append(flat % size)
+    flat //= size
+  return out[::-1]
 
 def _strided_inner(value: UOp, j: UOp, r: UOp) -> bool:
   """Some load is contiguous along output variable `j` but strided along reduce variable `r`."""
