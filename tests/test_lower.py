@@ -556,6 +556,28 @@ def test_a_chunked_direct_matmul_does_not_depend_on_the_thread_count(cpu, n, hw,
 
 EDGES = (1, 7, 31, 33, 255, 257)
 
+@pytest.mark.parametrize('m, k, n', [(1, 1000, 7), (33, 1000, 31), (7, 257, 255), (31, 2049, 33)])
+def test_panels_bigger_than_l1_are_staged_and_match_numpy(cpu, m, k, n):
+  """A panel packed row by row whose bytes pass STAGE_PANEL is staged (its rows computed in order, then moved a
+  STAGE_BLOCK of contraction rows at a time): transposed operands, a computed operand (a relu mask of a gradient),
+  contraction lengths that do not divide by the block, every tile edge; float32 and float64 against numpy."""
+  from tinyjx.lower import matmul
+  rng = np.random.default_rng(m + k + n)
+  for dt, tol in ((np.float32, 1e-4), (np.float64, 1e-11)):
+    a, b, g = (rng.standard_normal(sh).astype(dt) for sh in ((m, k), (k, n), (k, n)))
+    bt, gt = b.T.copy(), g.T.copy()                               # y contiguous along the contraction: row by row
+    cases = [(lambda a, b, g: a @ b, (a, b, g), a.astype(np.float64) @ b),
+             (lambda a, bt, gt: jnp.tanh(a @ bt.T), (a, bt, gt), np.tanh(a.astype(np.float64) @ b)),
+             (lambda a, bt, gt: a @ jnp.where(bt > 0, gt, 0.0).T, (a, bt, gt),
+              a.astype(np.float64) @ np.where(b > 0, g, 0.0))]
+    panel = 2 * cpu.vector_bytes * k                             # bytes of a y panel of nr columns, whole
+    for i, (f, args, want) in enumerate(cases):
+      with tinyjx.Context(JAX_ENABLE_X64=True):
+        source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(*args)).source
+        with tinyjx.Context(TINYJX_DEVICE='CPU'): got = np.asarray(tinyjx.jit(f)(*args))
+      np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.sqrt(k), err_msg=f"{m}x{k}x{n} {dt.__name__}")
+      if i and 'tjx_mm' in source and k <= 512: assert ('stage[' in source) == (panel > matmul.STAGE_PANEL), (m, k, n)
+
 @pytest.mark.parametrize('m, k, n', sorted({(e, 33, 257) for e in EDGES} | {(255, e, 31) for e in EDGES[1:]} |
                                            {(31, 257, e) for e in EDGES}))
 def test_a_small_x_read_in_place_by_rows_matches_numpy(cpu, m, k, n):
