@@ -60,9 +60,9 @@ def find_compiler() -> str:
 @lru_cache(None)
 def compiler_facts(cc: str) -> dict:
   """What tinyjx asks the compiler before it builds anything: the first line of `cc --version` and the predefined
-  macros (`vector_width` and `tuning` read them). Remembered in the cache directory per compiler binary (its real path, size,
-  inode and modification time: an upgrade changes them), so a process that finds its libraries in the cache starts
-  no compiler process at all."""
+  macros (`vector_width` and `tuning` read them). Remembered in the cache directory per compiler binary (its real
+  path, size, inode and modification time: an upgrade changes them), so a process that finds its libraries in the
+  cache starts no compiler process at all."""
   real = os.path.realpath(cc)
   try:
     st = os.stat(real)

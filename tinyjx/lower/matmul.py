@@ -95,7 +95,8 @@ class MatmulEmitter:
       if staged:
         lines += [f"{pad}for (int64_t kb = 0; kb < {klen}; kb += {STAGE_BLOCK})",
                   f"{pad}  for (int64_t q = 0; q < {blk}; q++)",
-                  f"{pad}    for (int64_t k = kb; k < (kb + {STAGE_BLOCK} < {klen} ? kb + {STAGE_BLOCK} : {klen}); k++)",
+                  f"{pad}    for (int64_t k = kb; k < (kb + {STAGE_BLOCK} < {klen} ? kb + {STAGE_BLOCK} : {klen}); "
+                  "k++)",
                   f"{pad}      dst[k * {blk} + q] = stage[q * {n_rows} + k];",
                   f"{pad}free(stage);"]
       return
@@ -311,12 +312,16 @@ class MatmulEmitter:
               "#pragma omp for schedule(static)",
               f"{p}for (int64_t bs = 0; bs < MB * NB; bs++) {{",
               f"{p}  const int64_t ib = bs / NB, sb = bs % NB;",
-              f"{p}  {t} c[{tile}] __attribute__((aligned(64)));",
-              f"{p}  memcpy(c, tiles + bs * {tile}, sizeof c);",
-              f"{p}  for (int64_t g = 1; g < {g}; g++) for (int64_t z = 0; z < {tile}; z++) "
-              f"c[z] += tiles[(g * MB * NB + bs) * {tile} + z];"]
+              *self.groups_sum(p + "  ", 'tiles', g, "MB * NB", tile, t)]
     self.tile_store(s, lines, p + "  ", "ib", "sb", t)
     lines.append(f"{p}}}")
+
+  def groups_sum(self, p: str, buf: str, groups: int, count: str, tile: int, t: str) -> list:
+    """Lines that set tile `c` to result tile `bs` summed over the groups of a split plan, in group order: `buf`
+    holds each group's `count` tiles of `tile` elements one group after another."""
+    return [f"{p}{t} c[{tile}] __attribute__((aligned(64)));", f"{p}memcpy(c, {buf} + bs * {tile}, sizeof c);",
+            f"{p}for (int64_t g = 1; g < {groups}; g++) for (int64_t z = 0; z < {tile}; z++) "
+            f"c[z] += {buf}[(g * {count} + bs) * {tile} + z];"]
 
   def row_offsets(self, s: Matmul, rpart: UOp, lines: list, p: str) -> None:
     """`roff`: the row part of x's address for each row of block ib."""
@@ -411,10 +416,7 @@ class MatmulEmitter:
               "#pragma omp for schedule(static)",
               f"{pad}  for (int64_t bs = 0; bs < {nblocks} * {other}; bs++) {{",
               f"{p2}const int64_t bb = bs / {other}, sb = bs % {other};",
-              f"{p2}{t} c[{tile_size}] __attribute__((aligned(64)));",
-              f"{p2}memcpy(c, parts + bs * {tile_size}, sizeof c);",
-              f"{p2}for (int64_t g = 1; g < {g}; g++) for (int64_t z = 0; z < {tile_size}; z++) "
-              f"c[z] += parts[(g * {nblocks} * {other} + bs) * {tile_size} + z];"]
+              *self.groups_sum(p2, 'parts', g, f"{nblocks} * {other}", tile_size, t)]
     self.tile_store(s, lines, p2, ib, jb, t)
     lines += [f"{pad}  }}", f"{pad}  free(panel);", f"{pad}  }}", f"{pad}  free(parts);"]
     lines.append(f"{pad}  free({'pb' if part == 'a' else 'pa'});")

@@ -35,7 +35,7 @@ Each rewrite is `name(kernel, device)` and changes the kernel in place. Each is 
 Loops marked `serial` (reductions, scatters with duplicate indices) are never run in parallel.
 """
 from __future__ import annotations
-import math
+import itertools, math
 from tinyjx import dtypes
 from tinyjx.uop import UOp, Ops, GroupOp, toposort, substitute
 from tinyjx.lower import symbolic as sym
@@ -282,7 +282,7 @@ def merge_nests(k: Kernel, device=None, stmts: list | None = None) -> None:
   for i, s in enumerate(stmts):
     if not isinstance(s, Loop): continue
     merge_nests(k, device, s.body)                         # innermost first: a merged pair can join its parent
-    while (merged := _merged(s, k)) is not None: stmts[i] = s = merged
+    if (merged := _merged(s, k)) is not None: stmts[i] = merged
 
 def _merged(a: Loop, k: Kernel) -> Loop | None:
   """Loop `a` and the one loop it holds as one loop, where every expression of their variables is the same
@@ -346,19 +346,8 @@ def _trips(l: Loop) -> int: return math.prod(x.size for x in _perfect_nest([l])[
 def _written_out(l: Loop) -> list:
   """The updates of reduce nest `l`, one for each iteration, in the loops' order."""
   loops, body = _perfect_nest([l])
-  out = []
-  for flat in range(_trips(l)):
-    at = dict(zip((x.var for x in loops), (sym.const(v) for v in _digits(flat, [x.size for x in loops]))))
-    out += [Update(b.acc, _rewrite(b.value, at)) for b in body]
-  return out
-
-def _digits(flat: int, sizes: list) -> list:
-  """The row-major multi-index of `flat` over `sizes`."""
-  out = []
-  for size in reversed(sizes):
-    out.append(flat % size)
-    flat //= size
-  return out[::-1]
+  return [Update(b.acc, _rewrite(b.value, {x.var: sym.const(v) for x, v in zip(loops, values)}))
+          for values in itertools.product(*(range(x.size) for x in loops)) for b in body]
 
 def _strided_inner(value: UOp, j: UOp, r: UOp) -> bool:
   """Some load is contiguous along output variable `j` but strided along reduce variable `r`."""
