@@ -114,9 +114,9 @@ def vector_width(cc: str) -> list:
   of 4096 x 1024 1.45 and 1.10.
 
   GCC 12 gave the masked loads of if-converted small loops the wrong masks, with AVX-512 masks and with AVX's
-  (found by the differential tests; until this change the vectorizer got no AVX-512 before GCC 13): the renderer
-  writes no load into an arm of a select and no conditional load (render.py `uses`, `masked_load`), so there is
-  nothing to if-convert into one, and tests/test_lower.py keeps the case."""
+  (found by the differential tests): the renderer writes no load into an arm of a select and no conditional load
+  (render.py `uses`, `masked_load`), so there is nothing to if-convert into one, and tests/test_lower.py keeps
+  the case."""
   macros = compiler_facts(cc)['macros']
   if ('__GNUC__' not in macros or '__x86_64__' not in macros or platform.machine() not in ('x86_64', 'AMD64')
       or ' avx512f ' not in f" {host_cpu()} "):

@@ -27,6 +27,16 @@ def _flat(vars_: list) -> UOp:
     out, stride = sym.add(out, sym.mul(v, stride)), stride * v.arg[1]
   return out
 
+def _contraction(s: Matmul) -> tuple[int, int]:
+  """(values of the outermost contraction variable, contraction rows per value): a chunk's unit."""
+  return s.kvars[0].arg[1], s.k // s.kvars[0].arg[1]
+
+def _chunk_bounds(p: str, per: int, outer: int, inner: int) -> list:
+  """Inside a loop over chunk `cc` of `per` values of the outermost contraction variable: the chunk's values
+  [c0, c1) and its contraction rows, kn of them from k0."""
+  return [f"{p}const int64_t c0 = cc * {per}, c1 = c0 + {per} < {outer} ? c0 + {per} : {outer};",
+          f"{p}const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};"]
+
 STAGE_PANEL = 1 << 15   # bytes of a panel packed row by row above which its rows are staged first (pack_panel)
 STAGE_BLOCK = 16        # contraction rows a staged panel moves at a time: the panel's rows' lines stay in L1
 _IO, _JO = sym.special('io', 1 << 62), sym.special('jo', 1 << 62)   # a tile store's row and column parts of the index
@@ -69,7 +79,7 @@ class MatmulEmitter:
     row of the operand is then read along the whole group's columns, not a panel's 64 bytes a page."""
     x, rows, n, blk = (s.x, s.ivars, s.m, s.plan.mr) if which == 'a' else (s.y, s.jvars, s.n, s.plan.nr)
     klen = "kn" if chunk else "K"
-    n_rows = s.plan.chunk * (s.k // s.kvars[0].arg[1]) if chunk else s.k    # contraction rows packed, at most
+    n_rows = s.plan.chunk * _contraction(s)[1] if chunk else s.k    # contraction rows packed, at most
     flat_k = lambda: self.expr(_flat(s.kvars)) + (" - k0" if chunk else "")
     nest = lambda p, body: self.loop_nest(s.kvars, lines, p, body, ("c0", "c1") if chunk else None)
     if self.packs_rows(s, which):
@@ -137,7 +147,7 @@ class MatmulEmitter:
     wbuf, wblk, pblk = ('pb', nr, mr) if panels_of_x else ('pa', mr, nr)
     p2, p3 = pad + "    ", pad + "      "
     nblocks, other = ('MB', 'NB') if panels_of_x else ('NB', 'MB')
-    outer, inner = s.kvars[0].arg[1], s.k // s.kvars[0].arg[1]
+    outer, inner = _contraction(s)
     ib, jb = ("bb", "sb") if panels_of_x else ("sb", "bb")
     wptr = f"{wbuf} + sb * {wblk} * K" + (f" + k0 * {wblk}" if chunked else "")
     if plan.x_rows: wbuf, wptr = 'roff', f"b{s.x.src[0].arg}, roff + sb * {mr}"   # x in place: a table of its rows
@@ -194,8 +204,7 @@ class MatmulEmitter:
               f"{pad}  for (int64_t bg = 0; bg < ({nblocks} + {g - 1}) / {g}; bg++) {{",
               f"{p2}const int64_t gn = {nblocks} - bg * {g} < {g} ? {nblocks} - bg * {g} : {g};",
               f"{p2}for (int64_t cc = 0; cc < {plan.chunks}; cc++) {{",
-              f"{p3}const int64_t c0 = cc * {per}, c1 = c0 + {per} < {outer} ? c0 + {per} : {outer};",
-              f"{p3}const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};"]
+              *_chunk_bounds(p3, per, outer, inner)]
     if self.packs_rows(s, part):
       lines += [f"{p3}for (int64_t g = 0; g < gn; g++) {{", f"{p3}  const int64_t bb = bg * {g} + g;",
                 f"{p3}  {t}* dst = panel + g * {size};"]
@@ -228,7 +237,7 @@ class MatmulEmitter:
     mr, nr = plan.mr, plan.nr
     p2 = pad + "    "
     kpart, rpart = _index_parts(s)
-    rows = plan.chunk * (s.k // s.kvars[0].arg[1])            # contraction rows of y packed at a time
+    rows = plan.chunk * _contraction(s)[1]                    # contraction rows of y packed at a time
     groups = max(plan.split_groups, 1)                         # a split plan packs and sums each group on its own
     lines += [f"{pad}{{",
               f"{pad}  const int64_t M = {s.m}, N = {s.n}, K = {s.k};",
@@ -270,11 +279,9 @@ class MatmulEmitter:
   def direct_chunks(self, s: Matmul, lines: list, p: str, rpart: UOp, rows: int) -> None:
     """Chunks outermost: pack the chunk of y, add it into every block's row of tiles; then the tiles' stores."""
     mr, nr, t, plan = s.plan.mr, s.plan.nr, self.type_names[s.dtype], s.plan
-    tiles, outer, inner = f"tiles + (ib * NB + sb) * {mr * nr}", s.kvars[0].arg[1], s.k // s.kvars[0].arg[1]
+    tiles = f"tiles + (ib * NB + sb) * {mr * nr}"
     lines += [f"{p}for (int64_t cc = 0; cc < {plan.chunks}; cc++) {{",
-              f"{p}  const int64_t c0 = cc * {plan.chunk}, "
-              f"c1 = c0 + {plan.chunk} < {outer} ? c0 + {plan.chunk} : {outer};",
-              f"{p}  const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};"]
+              *_chunk_bounds(p + "  ", plan.chunk, *_contraction(s))]
     self.direct_pack(s, lines, p + "  ", rows, True)
     self.direct_blocks(s, lines, p + "  ", rpart, [
       "for (int64_t sb = 0; sb < NB; sb++)",
@@ -292,15 +299,13 @@ class MatmulEmitter:
     or two panels on as many threads and waits for them, every chunk); then the groups' tiles are added in order,
     so the result does not depend on the thread count."""
     mr, nr, t, plan = s.plan.mr, s.plan.nr, self.type_names[s.dtype], s.plan
-    tile, g, outer, inner = mr * nr, plan.split_groups, s.kvars[0].arg[1], s.k // s.kvars[0].arg[1]
+    tile, g = mr * nr, plan.split_groups
     lines += ["#pragma omp for schedule(static)", f"{p}for (int64_t g = 0; g < {g}; g++) {{",
               f"{p}  {t}* pg = pb + g * NB * {nr * rows};",
               f"{p}  {t}* tg = tiles + g * MB * NB * {tile};",
               f"{p}  const int64_t g0 = g * {plan.chunks} / {g}, g1 = (g + 1) * {plan.chunks} / {g};",
               f"{p}  for (int64_t cc = g0; cc < g1; cc++) {{",
-              f"{p}    const int64_t c0 = cc * {plan.chunk}, "
-              f"c1 = c0 + {plan.chunk} < {outer} ? c0 + {plan.chunk} : {outer};",
-              f"{p}    const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};",
+              *_chunk_bounds(p + "    ", plan.chunk, *_contraction(s)),
               f"{p}    for (int64_t bb = 0; bb < NB; bb++) {{", f"{p}      {t}* dst = pg + bb * {nr * rows};"]
     self.pack_panel(s, 'b', lines, p + "      ", chunk=True)
     lines += [f"{p}    }}", f"{p}    for (int64_t ib = 0; ib < MB; ib++) {{"]
@@ -361,8 +366,7 @@ class MatmulEmitter:
     """Inside a loop over chunk `cc`: its bounds (outer contraction variable in [c0, c1), k from k0, kn rows)
     and its panel."""
     outer, per, inner = chunk
-    lines += [f"{p}const int64_t c0 = cc * {per}, c1 = c0 + {per} < {outer} ? c0 + {per} : {outer};",
-              f"{p}const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};"]
+    lines += _chunk_bounds(p, per, outer, inner)
     self.pack_panel(s, part, lines, p, chunk=True)
 
   def tile_store(self, s: Matmul, lines: list, p: str, ib: str, jb: str, t: str) -> None:

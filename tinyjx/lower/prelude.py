@@ -312,15 +312,15 @@ static inline void* tjx_alloc(size_t n) { return aligned_alloc(64, (n + 63) / 64
 /* x packed: row r of the block at k is a[k * MR + r] */
 #define TJX_MICRO(T, V, N, MR, NR) \
 TJX_CONTRACT_FN static void tjx_mm_##N(int64_t K, const T* restrict a, const T* restrict b, \
-                                                       T* restrict c, int more) { \
+                                      T* restrict c, int more) { \
   TJX_CONTRACT_BODY \
   TJX_MICRO_LOOP(V, MR, NR, a[k * MR + r]) }
 /* x read in place (a direct matmul: x is a sliding window, never packed): row r of the block at k is
    a[roff[r] + koff[k]] */
 #define TJX_MICRO_DIRECT(T, V, N, MR, NR) \
 TJX_CONTRACT_FN static void tjx_mmd_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, \
-                                                        const int64_t* restrict koff, const T* restrict b, \
-                                                        T* restrict c, int more) { \
+                                       const int64_t* restrict koff, const T* restrict b, \
+                                       T* restrict c, int more) { \
   TJX_CONTRACT_BODY \
   const T* row[MR]; \
   for (int r = 0; r < MR; r++) row[r] = a + roff[r]; \
@@ -329,7 +329,7 @@ TJX_CONTRACT_FN static void tjx_mmd_##N(int64_t K, const T* restrict a, const in
    a[roff[r] + k] */
 #define TJX_MICRO_ROWS(T, V, N, MR, NR) \
 TJX_CONTRACT_FN static void tjx_mmr_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, \
-                                                        const T* restrict b, T* restrict c, int more) { \
+                                       const T* restrict b, T* restrict c, int more) { \
   TJX_CONTRACT_BODY \
   const T* row[MR]; \
   for (int r = 0; r < MR; r++) row[r] = a + roff[r]; \
