@@ -87,10 +87,21 @@ def do_schedule_and_index(st: Lowering) -> Lowering:
     try:
       st.kernels = [build_kernel(f"k{i}_{_kernel_label(it.outs[0])}", it.outs, st.slot_of, it.inline)
                     for i, it in enumerate(x for x in st.items if isinstance(x, KernelItem))]
+      # what each kernel reads that is a zero-padded array (a direct matmul skips the windows' padding)
+      pads = {s: (n.shape, _zero_pads(n)) for n, s in st.slot_of.items() if n.op is Ops.PAD}
+      for k in st.kernels: k.zero_pads = {g.arg: pads[g.arg] for g in k.args if g.arg in pads and g.arg not in k.outs}
       return st
     except NeedsBuffer as e:
       if e.node in forced: raise
       forced.add(e.node)
+
+def _zero_pads(n: UOp) -> tuple:
+  """The zeros around a PAD node's data on each axis, (before, after), through a chain of PADs (one per axis, as
+  an input gradient pads its output gradient)."""
+  out = [(0, 0)] * len(n.shape)
+  while n.op is Ops.PAD:
+    out, n = [(a + lo, b + hi) for (a, b), (lo, hi) in zip(out, n.arg)], n.src[0]
+  return tuple(out)
 
 def assign_slots(st: Lowering) -> None:
   """One slot per buffer: inputs, constants (BUFFER leaves), outputs, intermediates; and how outputs come back."""

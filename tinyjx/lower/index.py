@@ -127,6 +127,9 @@ class Matmul(Contraction):
   jvars: list = field(default_factory=list)
   kvars: list = field(default_factory=list)
   plan: MatmulPlan | None = None
+  skip: tuple | None = None                 # direct: (v, part, lo, hi): x is zero (padding) for every value of the
+                                            # outermost contraction variable v where part + v (part in the row
+                                            # variables, `v` negated where it runs backwards) is outside [lo, hi)
 
 @dataclass(eq=False)
 class Kernel:
@@ -138,6 +141,7 @@ class Kernel:
   flops: int = 0
   nbytes: int = 0
   narrow_sums: set = field(default_factory=set)   # float32 sums the renderer keeps in float32 (optimize.block_sums)
+  zero_pads: dict = field(default_factory=dict)   # slot -> (shape, pads) of an input that is a materialized PAD
   # the GPU kernel shape (optimize_gpu.py; kernel_shape 'grid' devices only)
   grid: list = field(default_factory=list)         # the loops run as the grid, outermost first
   global_size: tuple = (1,)                        # work items per grid dimension, dimension 0 first

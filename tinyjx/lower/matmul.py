@@ -9,7 +9,8 @@ of its outermost variable, summing into a per-thread row of tiles; a split plan 
 work, in a fixed number of groups added in order, so results do not depend on the thread count. Packing walks
 the kernel's own loop variables, so a view's index arithmetic stays affine. A direct plan (x a sliding window,
 a convolution's) never packs x: the micro-kernel `TJX_MICRO_DIRECT` reads it in place at roff[row] + koff[k],
-two tables of the row and contraction parts of its affine index. A rows plan (`x_rows`: a small x whose rows
+two tables of the row and contraction parts of its affine index; with `Matmul.skip` (x a zero-padded array) each
+block runs only the contraction rows where one of its rows reads data, not padding. A rows plan (`x_rows`: a small x whose rows
 are contiguous along the contraction) never packs x either: `TJX_MICRO_ROWS` reads row r at roff[r] + k. Every
 number is the plan's: nothing here decides a size.
 """
@@ -268,11 +269,13 @@ class MatmulEmitter:
     lines += [f"{p}  {b}" for b in body] + [f"{p}}}"]
 
   def direct_whole(self, s: Matmul, lines: list, p: str, rpart: UOp, rows: int) -> None:
-    """y packed whole; each block of x, against every panel, over the whole contraction, then the tile's store."""
+    """y packed whole; each block of x, against every panel, over the whole contraction, then the tile's store.
+    With `s.skip`, over the run of the contraction where some row of the block reads x's data, not its padding."""
     mr, nr, t = s.plan.mr, s.plan.nr, self.type_names[s.dtype]
     self.direct_pack(s, lines, p, rows, False)
+    run = "kn, {x}, roff, koff + k0, pb + (sb * K + k0) * {nr}" if s.skip else "K, {x}, roff, koff, pb + sb * {nr} * K"
     tile = [f"  {t} c[{mr * nr}] __attribute__((aligned(64)));",
-            f"  {self.micro_kernel(s)}(K, b{s.x.src[0].arg}, roff, koff, pb + sb * {nr} * K, c, 0);"]
+            f"  {self.micro_kernel(s)}({run.format(x=f'b{s.x.src[0].arg}', nr=nr)}, c, 0);"]
     store = self.scoped(lambda out: self.tile_store(s, out, "  ", "ib", "sb", t), p)
     self.direct_blocks(s, lines, p, rpart, ["for (int64_t sb = 0; sb < NB; sb++) {", *tile, *store, "}"])
 
@@ -329,14 +332,22 @@ class MatmulEmitter:
             f"c[z] += {buf}[(g * {count} + bs) * {tile} + z];"]
 
   def row_offsets(self, s: Matmul, rpart: UOp, lines: list, p: str) -> None:
-    """`roff`: the row part of x's address for each row of block ib."""
-    lines += [f"{p}int64_t roff[{s.plan.mr}];", f"{p}for (int64_t q = 0; q < {s.plan.mr}; q++) {{"]
-    self.row_offset(s, rpart, lines, p + "  ", f"ib * {s.plan.mr} + q")
+    """`roff`: the row part of x's address for each row of block ib. With `s.skip` (v, part, lo, hi), also the
+    block's run of the contraction, kn rows from k0: the values of v where part + v is in [lo, hi) for some row."""
+    lines.append(f"{p}int64_t roff[{s.plan.mr}];")
+    if s.skip: lines.append(f"{p}int64_t plo = INT64_MAX, phi = INT64_MIN;")
+    lines.append(f"{p}for (int64_t q = 0; q < {s.plan.mr}; q++) {{")
+    self.row_offset(s, rpart, lines, p + "  ", f"ib * {s.plan.mr} + q", s.skip[1] if s.skip else None)
     lines.append(f"{p}}}")
+    if s.skip:
+      (v, _, lo, hi), inner = s.skip, s.k // s.kvars[0].arg[1]
+      lines += [f"{p}const int64_t va = {lo} - phi > 0 ? {lo} - phi : 0;",
+                f"{p}const int64_t vb = {hi} - plo < {v.arg[1]} ? {hi} - plo : {v.arg[1]};",
+                f"{p}const int64_t k0 = va * {inner}, kn = vb > va ? (vb - va) * {inner} : 0;"]
 
-  def row_offset(self, s: Matmul, rpart: UOp, lines: list, p: str, row: str) -> None:
+  def row_offset(self, s: Matmul, rpart: UOp, lines: list, p: str, row: str, span: UOp | None = None) -> None:
     """roff[q] = the row part of x's address at row `row` (a C expression); a padding row past the last one reads
-    the last row (its results are never stored)."""
+    the last row (its results are never stored). With `span`, its least and greatest value in plo and phi."""
     sizes = [v.arg[1] for v in s.ivars]
     lines.append(f"{p}const int64_t r = {row} < M ? {row} : M - 1;")
     for d, v in enumerate(s.ivars):
@@ -346,6 +357,9 @@ class MatmulEmitter:
       lines.append(f"{p}const int64_t {self.name(v)} = {part};")
     self.push_scope(lines, p, set(s.ivars))
     lines.append(f"{p}roff[q] = {self.expr(rpart)};")
+    if span is not None:
+      lines += [f"{p}const int64_t pq = {self.expr(span)};", f"{p}plo = pq < plo ? pq : plo;",
+                f"{p}phi = pq > phi ? pq : phi;"]
     self.scopes.pop()
 
   def loop_nest(self, vars_: list, lines: list, p: str, body, first: tuple | None = None) -> None:

@@ -9,7 +9,8 @@ Each rewrite is `name(kernel, device)` and changes the kernel in place. Each is 
   panels, and the rest of the kernel (bias, activation, a transposed store) runs on each result tile. Its
   tiling (`plan_matmul`: tile sizes for the device's `vector_bytes`, which side is packed whole, chunks of a long
   contraction, a split contraction) travels on the statement as a `MatmulPlan`; lower/matmul.py only writes
-  it out;
+  it out. A convolution's windows are read in place (a direct plan); where they lie over a zero-padded array
+  (`Kernel.zero_pads`), `Matmul.skip` says which contraction rows a block of rows can skip;
 - `unroll_windows`: a reduction of at most SMALL_REDUCE elements per iteration of an enclosing loop (a 2 x 2 pool's
   window) is its updates written out, so the loop over the outputs vectorizes;
 - `merge_nests`: two nested loops that walk every address as one loop would (the last two axes of a contiguous
@@ -40,7 +41,8 @@ from tinyjx import dtypes
 from tinyjx.uop import UOp, Ops, GroupOp, toposort, substitute
 from tinyjx.lower import symbolic as sym
 from tinyjx.lower.prelude import FAST_F32
-from tinyjx.lower.index import Loop, Decl, Update, Store, Sort, Kernel, Matmul, MatmulPlan, Local, Assign, unflatten
+from tinyjx.lower.index import (Loop, Decl, Update, Store, Sort, Kernel, Matmul, MatmulPlan, Local, Assign, unflatten,
+                                strides)
 from tinyjx.lower.symbolic import IDX
 
 PARALLEL_WORK = 1 << 16          # below this many operations a parallel region costs more than it saves
@@ -231,11 +233,15 @@ def _matmul_nest(k: Kernel, vector_bytes: int):
   cv = UOp(Ops.SPECIAL, acc.dtype, (), ('cv', 0))
   out_map = {**mi, **mj, acc: cv}
   new_store = Store(store.buf, _rewrite(store.idx, out_map), _rewrite(store.value, out_map), store.valid)
+  plan = plan_matmul(si.arg[1], sj.arg[1], kn, acc.dtype, kv[0].arg[1], vector_bytes, direct,
+                     not direct and _rows_in_place(x, kv, acc.dtype))
+  skip = _padding_skip(x, kv, k.zero_pads) if plan.direct and not plan.chunked else None
+  if skip is not None:   # its variable outermost: the values to skip are one run of the contraction
+    kv = [skip[0], *(v for v in kv if v is not skip[0])]
+    plan = plan_matmul(si.arg[1], sj.arg[1], kn, acc.dtype, kv[0].arg[1], vector_bytes, True)
   mm = Matmul(si.arg[1], sj.arg[1], kn, x, y, new_store, acc.dtype,
               x_k_inner=_contiguous_along(x, kv[-1], iv[-1]), y_k_inner=_contiguous_along(y, kv[-1], jv[-1]),
-              ivars=iv, jvars=jv, kvars=kv,
-              plan=plan_matmul(si.arg[1], sj.arg[1], kn, acc.dtype, red[0].size, vector_bytes, direct,
-                               not direct and _rows_in_place(x, kv, acc.dtype)))
+              ivars=iv, jvars=jv, kvars=kv, plan=plan, skip=skip)
   batch = [Loop(l.var) for l in loops if l.var not in iv and l.var not in jv]
   stmts: list = [mm]
   for b in reversed(batch): stmts = [Loop(b.var, stmts)]
@@ -253,6 +259,40 @@ def _orientation(x: UOp, y: UOp, iv: list, jv: list, kv: list, dtype, vector_byt
   if window.dtype is not dtype: return False, False
   m, n, k = (math.prod(v.arg[1] for v in vs) for vs in (rows, cols, kv))
   return direct_fits(m, n, k, kv[0].arg[1], dtype, vector_bytes), swap
+
+def _padding_skip(x: UOp, kv: list, zero_pads: dict) -> tuple | None:
+  """`Matmul.skip` where x (a direct matmul's windows) reads a zero-padded array (`Kernel.zero_pads`: an input
+  gradient's padded output gradient, a padded convolution's input) along an axis whose window offset is one
+  contraction variable v, by +1 or -1, and whose position is otherwise in the other loop variables: the outermost
+  such axis (a block of rows runs along the inner axes, so its position on an outer one varies least). A block of
+  rows then skips the values of v where all its rows read padding, whose products are zeros."""
+  if x.op is not Ops.LOAD or len(x.src) != 2 or x.src[0].arg not in zero_pads: return None
+  shape, pads = zero_pads[x.src[0].arg]
+  coords = _coordinates(x.src[1], shape)
+  for (terms, c), size, (lo, hi) in zip(coords or (), shape, pads):
+    ks = [u for u in terms if u in kv]
+    if min(lo, hi) < 0 or lo + hi == 0 or len(ks) != 1 or abs(terms[ks[0]]) != 1: continue
+    v, sgn = ks[0], terms[ks[0]]
+    part = sym.from_linear({u: t * sgn for u, t in terms.items() if u is not v}, c * sgn)   # sgn * position - v
+    return (v, part, lo, size - hi) if sgn > 0 else (v, part, hi - size + 1, 1 - lo)
+  return None
+
+def _coordinates(idx: UOp, shape: tuple) -> list | None:
+  """An index affine in loop variables into a row-major array of `shape` as its position on each axis, [(terms,
+  const)] per axis; None where a term is not a whole multiple of some axis's stride or a position could leave its
+  axis (then the split would not be the index's)."""
+  terms, c = sym.linear(idx)
+  if not all(v.op is Ops.RANGE for v in terms): return None
+  st, out = strides(shape), [[{}, 0] for _ in shape]
+  for v, t in terms.items():
+    d = next((d for d, s in enumerate(st) if t % s == 0), None)
+    if d is None: return None
+    out[d][0][v] = t // st[d]
+  for d, s in enumerate(st): out[d][1], c = divmod(c, s)
+  for (ts, c0), size in zip(out, shape):
+    span = [t * (v.arg[1] - 1) for v, t in ts.items()]
+    if c0 + sum(min(0, x) for x in span) < 0 or c0 + sum(max(0, x) for x in span) >= size: return None
+  return [tuple(o) for o in out]
 
 def _rows_in_place(x: UOp, kv: list, dtype) -> bool:
   """x is one unmasked load of `dtype` at an index affine in loop variables whose contraction part is the flat

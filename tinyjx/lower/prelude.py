@@ -316,15 +316,22 @@ TJX_CONTRACT_FN static void tjx_mm_##N(int64_t K, const T* restrict a, const T* 
   TJX_CONTRACT_BODY \
   TJX_MICRO_LOOP(V, MR, NR, a[k * MR + r]) }
 /* x read in place (a direct matmul: x is a sliding window, never packed): row r of the block at k is
-   a[roff[r] + koff[k]] */
+   a[roff[r] + koff[k]]; rows that are consecutive (a block within one image row) are read from one pointer at
+   constant offsets, which keeps twelve row pointers out of the general-purpose registers */
 #define TJX_MICRO_DIRECT(T, V, N, MR, NR) \
 TJX_CONTRACT_FN static void tjx_mmd_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, \
                                        const int64_t* restrict koff, const T* restrict b, \
                                        T* restrict c, int more) { \
   TJX_CONTRACT_BODY \
-  const T* row[MR]; \
-  for (int r = 0; r < MR; r++) row[r] = a + roff[r]; \
-  TJX_MICRO_LOOP(V, MR, NR, row[r][koff[k]]) }
+  int run = 1; \
+  for (int r = 1; r < MR; r++) run &= roff[r] == roff[0] + r; \
+  if (run) { \
+    const T* row = a + roff[0]; \
+    TJX_MICRO_LOOP(V, MR, NR, row[koff[k] + r]) \
+  } else { \
+    const T* row[MR]; \
+    for (int r = 0; r < MR; r++) row[r] = a + roff[r]; \
+    TJX_MICRO_LOOP(V, MR, NR, row[r][koff[k]]) } }
 /* x read in place along its rows (a small x that stays in cache, never packed): row r of the block at k is
    a[roff[r] + k] */
 #define TJX_MICRO_ROWS(T, V, N, MR, NR) \
