@@ -10,9 +10,9 @@ work, in a fixed number of groups added in order, so results do not depend on th
 the kernel's own loop variables, so a view's index arithmetic stays affine. A direct plan (x a sliding window,
 a convolution's) never packs x: the micro-kernel `TJX_MICRO_DIRECT` reads it in place at roff[row] + koff[k],
 two tables of the row and contraction parts of its affine index; with `Matmul.skip` (x a zero-padded array) each
-block runs only the contraction rows where one of its rows reads data, not padding. A rows plan (`x_rows`: a small x whose rows
-are contiguous along the contraction) never packs x either: `TJX_MICRO_ROWS` reads row r at roff[r] + k. Every
-number is the plan's: nothing here decides a size.
+block runs only the contraction rows where one of its rows reads data, not padding. A rows plan (`x_rows`: a small
+x whose rows are contiguous along the contraction) never packs x either: `TJX_MICRO_ROWS` reads row r at
+roff[r] + k. Every number is the plan's: nothing here decides a size.
 """
 from __future__ import annotations
 import math
