@@ -340,9 +340,9 @@ class MatmulEmitter:
     self.row_offset(s, rpart, lines, p + "  ", f"ib * {s.plan.mr} + q", s.skip[1] if s.skip else None)
     lines.append(f"{p}}}")
     if s.skip:
-      (v, _, lo, hi), inner = s.skip, s.k // s.kvars[0].arg[1]
+      (_, _, lo, hi), (values, inner) = s.skip, _contraction(s)
       lines += [f"{p}const int64_t va = {lo} - phi > 0 ? {lo} - phi : 0;",
-                f"{p}const int64_t vb = {hi} - plo < {v.arg[1]} ? {hi} - plo : {v.arg[1]};",
+                f"{p}const int64_t vb = {hi} - plo < {values} ? {hi} - plo : {values};",
                 f"{p}const int64_t k0 = va * {inner}, kn = vb > va ? (vb - va) * {inner} : 0;"]
 
   def row_offset(self, s: Matmul, rpart: UOp, lines: list, p: str, row: str, span: UOp | None = None) -> None:
