@@ -144,3 +144,42 @@ def test_stacked_convolutions_compute_each_contraction_once(cpu):
   with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
     want = g(*map(jnp.asarray, (w1, w2, w3, x)))
   for a, b in zip(run(exe, w1, w2, w3, x), want): np.testing.assert_allclose(a, np.asarray(b), rtol=2e-4, atol=2e-4)
+
+def test_a_relu_gradient_tests_the_relu_so_a_convolution_writes_its_bias_and_relu(cpu):
+  """relu_masks: the gradient of relu(conv(x, w) + b) masks with 0 < relu, so the convolution's raw output has no
+  reader but the ReLU, and the convolution's kernel writes relu(cv + b) from its tiles (nothing else stores the raw
+  convolution); every gradient matches PYTHON."""
+  from nn import functional as F
+  x, w1, b1, w2 = rand(8, 3, 20, 20), rand(32, 3, 3, 3, seed=1), rand(32, seed=2), rand(8, 32, 3, 3, seed=3)
+  def loss(w1, b1, w2, x):
+    h = nn.relu(F.conv(x, w1) + b1[None, :, None, None])
+    return jnp.sum(jnp.tanh(F.conv(h, w2)))
+  g = tinyjx.grad(loss, argnums=(0, 1, 2))
+  exe = compiled(cpu, g, w1, b1, w2, x)
+  epilogue = r'const float (t\d+) = \(cv \+ t\d+\);\s+b\d+\[\(io \+ jo\)\] = \(\(0\.0f < \1\) \? \1 : 0\.0f\);'
+  src = exe.source
+  assert re.search(epilogue, src[src.index('void k0_select_n('):src.index('void tjx_kernel_0(')])
+  with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
+    want = g(*map(jnp.asarray, (w1, b1, w2, x)))
+  for a, b in zip(run(exe, w1, b1, w2, x), want): np.testing.assert_allclose(a, np.asarray(b), rtol=2e-4, atol=2e-4)
+
+@pytest.mark.parametrize('other_use', [None, 'x is an output', 'x read again'])
+def test_relu_masks_gives_the_same_bits_and_needs_x_used_only_by_the_relu(cpu, other_use):
+  """The rewritten mask, 0 < relu(x), is 0 < x for NaN, -0.0, 0.0, infinities and tiny values; it applies only where
+  x has no use but the ReLU and its mask (x an output, or read by another op: the mask keeps testing x)."""
+  from tinyjx.lower import Lowering, do_simplify
+  from tinyjx.uop import Ops, toposort
+  a = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf, 1e-30, -1e-30, 3.0, -2.0, -np.nan], np.float32)
+  b, w = np.zeros_like(a), np.arange(1, 11, dtype=np.float32)
+  def f(a, b):
+    x = a + b
+    loss = jnp.sum(nn.relu(x) ** 2 * w) / 2            # its gradient: where(0 < x, relu(x) * w, 0)
+    return loss + (jnp.sum(jnp.where(jnp.isfinite(x), x, 0.0)) if other_use == 'x read again' else 0.0)
+  g = (lambda a, b: (tinyjx.grad(f)(a, b), a + b)) if other_use == 'x is an output' else tinyjx.grad(f)
+  jp = tinyjx.make_jaxpr(g)(a, b)
+  roots = do_simplify(Lowering(cpu, list(jp.params), list(jp.outs))).roots
+  masks = [n for n in toposort(roots) if n.op is Ops.CMPLT and n.src[1].op is Ops.WHERE]
+  assert bool(masks) == (other_use is None)
+  got = np.asarray(tinyjx.jit(g)(a, b)[0] if other_use == 'x is an output' else tinyjx.jit(g)(a, b))
+  want = np.where(a > 0, a * w, 0) + (np.isfinite(a) if other_use == 'x read again' else 0)
+  np.testing.assert_array_equal(got, want.astype(np.float32))

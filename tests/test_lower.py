@@ -502,7 +502,9 @@ def _conv_grads(x, w, padding):
   (64, 3, 5, (18, 18), (3, 3), 'VALID', 'weight gradient over 64 chunks of one image: chunked, split')])
 def test_convolutions_read_their_windows_in_place_and_match_the_python_device(cpu, n, c, o, hw, k, padding, how):
   """A convolution's windows are x of a direct matmul (forward, input gradient and weight gradient): read in place
-  through offset tables, never packed; tile edges in both directions, float32 and float64, against PYTHON."""
+  through offset tables, never packed; a tile whose rows are consecutive in the output is stored a column at a time
+  as one run (blocks within an image, blocks across two images and partial blocks here); tile edges in both
+  directions, float32 and float64, against PYTHON."""
   rng = np.random.default_rng(n + c + o)
   for dt, tol in ((np.float32, 2e-5), (np.float64, 1e-12)):
     x, w = rng.standard_normal((n, c, *hw)).astype(dt), rng.standard_normal((o, c, *k)).astype(dt)
@@ -511,7 +513,7 @@ def test_convolutions_read_their_windows_in_place_and_match_the_python_device(cp
       source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(x, w)).source
       with tinyjx.Context(TINYJX_DEVICE='CPU'): got = [np.asarray(a) for a in tinyjx.jit(f)(x, w)]
       with tinyjx.Context(TINYJX_DEVICE='PYTHON'): want = [np.asarray(a) for a in tinyjx.jit(f)(x, w)]
-    assert 'tjx_mmd_f' in source, how
+    assert 'tjx_mmd_f' in source and 'const int64_t io = ioff[0] + r' in source, how   # columns stored as runs
     assert ('for (int64_t cc = ' in source) == ('chunked' in how), how
     assert ('tg + (ib * NB + sb)' in source) == ('split' in how), how
     for g, v in zip(got, want):

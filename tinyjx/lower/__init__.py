@@ -26,7 +26,7 @@ from tinyjx import settings as config, array, devices
 from tinyjx.memo import LRU
 from tinyjx.uop import UOp, Ops, toposort, substitute, prim_name
 from tinyjx.rewrite import graph_rewrite
-from tinyjx.lower.simplify import pm_simplify, pm_decompose, fold_permutes
+from tinyjx.lower.simplify import pm_simplify, pm_decompose, fold_permutes, relu_masks
 from tinyjx.lower.schedule import schedule, KernelItem
 from tinyjx.lower.index import build_kernel, NeedsBuffer
 from tinyjx.lower.memory import plan
@@ -66,7 +66,7 @@ class Lowering:
   def nbytes(self) -> int: return sum(k.nbytes for k in self.kernels)
 
 def do_simplify(st: Lowering) -> Lowering:
-  st.roots = list(graph_rewrite(st.outs, pm_simplify, name="simplify"))
+  st.roots = relu_masks(list(graph_rewrite(st.outs, pm_simplify, name="simplify")))
   return st
 
 def do_split_complex(st: Lowering) -> Lowering:

@@ -387,7 +387,8 @@ class MatmulEmitter:
     """The epilogue of one result tile `c` (block ib of rows, jb of columns): the store for each element in range.
     Where the store's index is a row part plus a column part (`_split_index`), both parts of the tile are tables
     (no index division per element), and the tile is stored column by column unless the output is contiguous
-    along its columns (a convolution's output is contiguous along positions, the rows of a direct matmul)."""
+    along its columns (a convolution's output is contiguous along positions, the rows of a direct matmul); a block
+    whose rows are consecutive in the output then stores each column as one run of MR elements."""
     mr, nr = s.plan.mr, s.plan.nr
     split = _split_index(s.store.idx)
     st = s.store if split is None else Store(s.store.buf, sym.add(_IO, _JO), s.store.value, s.store.valid)
@@ -406,12 +407,22 @@ class MatmulEmitter:
         lines.append(f"{p}}}")
       if not _unit_stride(split[1], 'j'): loops.reverse()
     (v0, n0, *_), (v1, n1, *_) = loops
-    lines += [f"{p}for (int64_t {v0} = 0; {v0} < {n0}; {v0}++) {{",
+
+    def nest(p: str, n1: str, io: str) -> list:
+      return [f"{p}for (int64_t {v0} = 0; {v0} < {n0}; {v0}++) {{",
               f"{p}  for (int64_t {v1} = 0; {v1} < {n1}; {v1}++) {{",
               f"{p}    const int64_t i = {ib} * {mr} + r;", f"{p}    const int64_t j = {jb} * {nr} + q;",
-              *([f"{p}    const int64_t io = ioff[r], jo = joff[q];"] if split is not None else []),
+              *([f"{p}    const int64_t io = {io}, jo = joff[q];"] if split is not None else []),
               f"{p}    const {t} cv = c[r * {nr} + q];", *store,
               f"{p}  }}", f"{p}}}"]
+    if v1 != "r":
+      lines += nest(p, n1, "ioff[r]")
+      return
+    # stored column by column: where the block's rows are consecutive in the output (a convolution's block within
+    # one image), each column is one run of mr elements from ioff[0], a vector store instead of mr scattered ones
+    lines += [f"{p}int run = rows == {mr};", f"{p}for (int64_t r = 1; r < rows; r++) run &= ioff[r] == ioff[0] + r;",
+              f"{p}if (run) {{", *nest(p + "  ", str(mr), "ioff[0] + r"), f"{p}}} else {{",
+              *nest(p + "  ", n1, "ioff[r]"), f"{p}}}"]
 
   def split_k(self, s: Matmul, lines, pad, part, a_ptr, b_ptr, t, chunk, ib, jb) -> None:
     """The split-contraction matmul: the plan's fixed groups of chunks run in parallel, each into its own row of

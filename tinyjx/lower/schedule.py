@@ -17,7 +17,8 @@ elementwise consumers as an accumulator (index.py decides where that is legal). 
   windows): packing the operand evaluates every repeat, so what the view reads is computed once instead; where
   the view pads (a padded convolution, an input gradient), the padded array too, so the windows read a plain
   buffer without masks (a CPU matmul then reads them in place, optimize.window_reuse);
-- a contraction (a matmul's sum of products) read by another reduction: fused into it, it would not be tiled;
+- a contraction (a matmul's sum of products) read by another reduction: fused into it, it would not be tiled (a
+  contraction under a buffer is computed in that buffer's kernel: a convolution's bias and ReLU in its epilogue);
 - a contraction's operand that computes a reduction (`softmax(s)` in `softmax(s) @ v`, `layer_norm(x) @ w`): fused,
   the contraction would not be tiled and would redo the reduction for every product;
 - anything the kernel builder reported it cannot compute in place (`forced`, from `index.NeedsBuffer`).
@@ -78,7 +79,7 @@ def decide_buffers(roots: list, forced: set) -> set:
     if _needs_buffer(n): m.add(n)
     m.update(_forced_sources(n))
     m.update(_repeated_operands(n))
-    m.update(_contractions_below(n))
+    m.update(_contractions_below(n, m))
   users: dict = {}
   for n in nodes:
     for s in n.src: users.setdefault(s, set()).add(n)
@@ -131,14 +132,15 @@ def _broadcast(v: UOp) -> bool:
     v = v.src[0]
   return False
 
-def _contractions_below(n: UOp) -> list:
+def _contractions_below(n: UOp, m: set) -> list:
   """Contractions that a reduction would otherwise swallow (`sum(tanh(a @ b))`): fused, the matmul becomes a plain
-  loop nest inside the outer reduction (10-45x slower than the tiled kernel), so each gets a buffer."""
+  loop nest inside the outer reduction (10-45x slower than the tiled kernel), so each gets a buffer. The walk stops
+  at buffers already decided (`m`): a contraction under one is computed in that buffer's kernel, not in `n`'s."""
   if n.op is not Ops.REDUCE: return []
   out, seen, stack = [], set(), list(n.src)
   while stack:
     v = stack.pop()
-    if v in seen or v.op in INPUT_OPS: continue
+    if v in seen or v.op in INPUT_OPS or v in m: continue
     seen.add(v)
     if _is_contraction(v): out.append(v)
     elif v.op is not Ops.REDUCE: stack.extend(v.src)

@@ -3,7 +3,8 @@
 `pm_simplify` removes work without changing a single bit of any result: constant folding (with the
 PYTHON device's rules, so folding means exactly what running would mean), identities that are exact in
 IEEE arithmetic (`x*1`, `x/1`, `x-0.0`, `x+(-0.0)`, integer `x+0`), casts of casts where the first cast
-is lossless, movement ops on constants, chains of reshapes and permutes, grad tags.
+is lossless, movement ops on constants, chains of reshapes and permutes, grad tags. After it, `relu_masks`
+(a rewrite of the whole graph): a ReLU's gradient tests the ReLU's output, not its input.
 
 `pm_decompose` rewrites ops the C renderer does not run natively into ones it does:
 - DOT_GENERAL becomes a product of two broadcast views summed over the contracting axes (the schedule
@@ -152,6 +153,45 @@ pm_decompose = PatternMatcher([
   (UPat(Ops.IOTA, name='n'), low_precision_iota),
   (UPat(Ops.RECIP, src=(x,), name='n'), int_recip),
 ])
+
+def _zero(n: UOp) -> bool: return n.op is Ops.CONST and n.dtype.kind == 'f' and n.arg[0] == 0
+
+def relu_masks(roots: list) -> list:
+  """A ReLU's other uses of its mask read the ReLU's output: where relu = where(0 < x, x, 0) and x is used by
+  nothing else, every other where(0 < x, ...) (the ReLU's gradient) tests 0 < relu instead, so x is read only
+  by the ReLU and can be computed in the kernel that writes it (a convolution's bias and ReLU in its epilogue)
+  instead of being stored for the gradient. Exact: 0 < relu is 0 < x for every x, NaN included (both false).
+  One rebuild for every ReLU: a mask's user comes after its ReLU (no user of the mask is below the ReLU, whose
+  own sources, the mask and x, are below that user)."""
+  nodes = toposort(roots)
+  users: dict = {}
+  for n in nodes:
+    for s in n.src: users.setdefault(s, set()).add(n)
+  relu_of = {}                                   # mask -> its ReLU, where the rewrite applies
+  for w in nodes:
+    if w.op is not Ops.WHERE: continue
+    c, x, z = w.src
+    if not (c.op is Ops.CMPLT and _zero(c.src[0]) and c.src[1] is x and _zero(z)) or c in relu_of: continue
+    if users.get(x) == {c, w} and users[c] != {w} and not any(n in roots for n in (x, c, w)): relu_of[c] = w
+  if not relu_of: return list(roots)
+  after = {}                                     # each user of a rewritten mask, after that mask's ReLU
+  for c, w in relu_of.items():
+    for u in users[c] - {w}: after.setdefault(u, []).append(w)
+  new, seen = {}, set()
+  for root in roots:                             # toposort with the extra edges ReLU -> user of its mask
+    stack = [(root, False)]
+    while stack:
+      n, ready = stack.pop()
+      if ready:
+        src = tuple(UOp(Ops.CMPLT, s.dtype, (s.src[0], new[relu_of[s]])) if s in relu_of and n in after and
+                    relu_of[s] in after[n] else new[s] for s in n.src)
+        new[n] = n if src == n.src else n.replace(src=src)
+        continue
+      if n in seen: continue
+      seen.add(n)
+      stack.append((n, True))
+      stack.extend((s, False) for s in (*reversed(n.src), *after.get(n, ())) if s not in seen)
+  return [new[r] for r in roots]
 
 def fold_permutes(roots: list) -> list:
   """A reduction read only through one PERMUTE reduces a permuted input instead, so the kernel that
