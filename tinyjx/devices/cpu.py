@@ -134,11 +134,20 @@ def tuning(cc: str) -> list:
   if '__clang__' in macros or '__GNUC__' not in macros: return []
   return [f'--param=vect-max-version-for-alias-checks={ALIAS_CHECKS}']
 
+def half_precision(cc: str) -> list:
+  """GCC 12 with AVX512-FP16 (Sapphire Rapids and later) vectorizes a short float32 -> float16 -> float32 round trip
+  into a plain copy (`(float)(_Float16)x` over 4 elements lost its rounding: a jitted `astype` pair returned its
+  input; found by tests/test_differential.py). tinyjx computes half precision in float32 and only converts, which
+  F16C does as well, so the FP16 instructions are turned off."""
+  macros = compiler_facts(cc)['macros']
+  if '__clang__' in macros or '__GNUC__' not in macros or ' avx512_fp16 ' not in f" {host_cpu()} ": return []
+  return ['-mno-avx512fp16']
+
 @lru_cache(None)
 def compiler_flags(cc: str) -> tuple:
   """The flags this compiler accepts, best first (probed by building a small library, result cached on disk)."""
   d = diskcache.cache_dir()
-  base_flags = BASE_FLAGS + vector_width(cc) + tuning(cc)
+  base_flags = BASE_FLAGS + vector_width(cc) + tuning(cc) + half_precision(cc)
   tag = hashlib.sha256(f"{cc}|{compiler_version(cc)}|{base_flags}".encode()).hexdigest()[:16]
   memo = os.path.join(d, f"flags-{tag}.txt")
   if diskcache.safe_file(memo):
