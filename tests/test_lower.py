@@ -555,6 +555,31 @@ def test_the_direct_plan_follows_the_window_and_the_cache():
   plan = optimize.plan_matmul(800, 32, 12800, F32, 32, 32, direct=True)
   assert (plan.chunked, plan.split_groups) == (True, 0)          # 32 chunks: too few to split
 
+@pytest.mark.parametrize('vector_bytes', [32, 64])
+def test_a_direct_tile_has_twelve_rows_where_its_blocks_are_runs_of_x_else_eight(cpu, monkeypatch, vector_bytes):
+  """With 64-byte vectors a direct plan takes 12 rows a tile where 90% of its blocks lie in one run of consecutive
+  elements of x (TJX_MICRO_DIRECT's one-pointer path), else 8 (a pointer per row, all in registers); with 32-byte
+  vectors always 6. Forward (runs of 10: 8), input gradient (runs of 12: 12) and weight gradient (taps: 8) against
+  PYTHON at either width (64-byte vectors compile on any host: GCC splits them where it has no AVX-512)."""
+  from tinyjx.lower import optimize
+  runs = [(147456, 24), (102400, 20), (800, 5), (25600, 10), (10 ** 6, 120), (30, 64), (96, 1)]
+  assert [optimize._direct_rows(m, r) for m, r in runs] == [12, 8, 8, 8, 12, 12, 8]
+  plan = optimize.plan_matmul(800, 32, 102400, F32, 256, vector_bytes, direct=True, run=5)
+  assert plan.mr == (8 if vector_bytes == 64 else 6)
+  monkeypatch.setattr(type(cpu), 'vector_bytes', property(lambda self: vector_bytes))
+  rng = np.random.default_rng(11)
+  for dt, tol in ((np.float32, 2e-5), (np.float64, 1e-12)):
+    x, w = rng.standard_normal((3, 4, 14, 12)).astype(dt), rng.standard_normal((5, 4, 3, 3)).astype(dt)
+    with tinyjx.Context(JAX_ENABLE_X64=True):
+      f = _conv_grads(x, w, 'VALID')
+      source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(x, w)).source
+      with tinyjx.Context(TINYJX_DEVICE='CPU'): got = [np.asarray(a) for a in tinyjx.jit(f)(x, w)]
+      with tinyjx.Context(TINYJX_DEVICE='PYTHON'): want = [np.asarray(a) for a in tinyjx.jit(f)(x, w)]
+    rows = sorted({int(r) for r in re.findall(r'tjx_mmd_f(?:32|64)_(\d+)x\d+\(', source)})
+    assert rows == ([8, 12] if vector_bytes == 64 else [6]), rows
+    for g, v in zip(got, want):
+      np.testing.assert_allclose(g, v, rtol=tol, atol=tol * np.abs(v).max(), err_msg=f"{vector_bytes} {dt.__name__}")
+
 @pytest.mark.parametrize('n, hw, split', [(128, 10, False), (64, 18, True)])
 def test_a_chunked_direct_matmul_does_not_depend_on_the_thread_count(cpu, n, hw, split):
   """A weight gradient's chunks are added into each block's tiles in chunk order, whichever thread runs the block;
