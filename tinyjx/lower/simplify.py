@@ -161,8 +161,8 @@ def relu_masks(roots: list) -> list:
   nothing else, every other where(0 < x, ...) (the ReLU's gradient) tests 0 < relu instead, so x is read only
   by the ReLU and can be computed in the kernel that writes it (a convolution's bias and ReLU in its epilogue)
   instead of being stored for the gradient. Exact: 0 < relu is 0 < x for every x, NaN included (both false).
-  One rebuild for every ReLU: a mask's user comes after its ReLU (no user of the mask is below the ReLU, whose
-  own sources, the mask and x, are below that user)."""
+  One rebuild for all ReLUs, visiting each ReLU before the other users of its mask (none of them can be among the
+  ReLU's sources: they read the mask, which reads x)."""
   nodes = toposort(roots)
   users: dict = {}
   for n in nodes:
