@@ -319,8 +319,9 @@ def _sub_jaxpr_outs(u: UOp) -> tuple:
   subs = getattr(u.arg, 'jaxprs', None) or (u.arg if isinstance(u.arg, tuple) else (u.arg,))
   return tuple(o for a in subs if hasattr(a, 'outs') and hasattr(a, 'params') for o in a.outs)
 
-def toposort(roots) -> list[UOp]:
-  """All nodes reachable from `roots`, each after its sources (iterative, so deep graphs do not recurse)."""
+def toposort(roots, extra: dict | None = None) -> list[UOp]:
+  """All nodes reachable from `roots`, each after its sources and after the nodes `extra` lists for it (an order a
+  rewrite needs beyond the graph's own; iterative, so deep graphs do not recurse)."""
   seen, order = set(), []
   for root in roots:
     stack = [(root, False)]
@@ -330,7 +331,8 @@ def toposort(roots) -> list[UOp]:
       if node in seen: continue
       seen.add(node)
       stack.append((node, True))
-      stack.extend((s, False) for s in reversed(node.src) if s not in seen)
+      deps = (*reversed(node.src), *extra.get(node, ())) if extra else reversed(node.src)
+      stack.extend((s, False) for s in deps if s not in seen)
   return order
 
 def substitute(roots, mapping: dict) -> list[UOp]:

@@ -16,7 +16,7 @@ is lossless, movement ops on constants, chains of reshapes and permutes, grad ta
 from __future__ import annotations
 import math
 import numpy as np
-from tinyjx import dtypes
+from tinyjx import dtypes, uop
 from tinyjx.uop import UOp, Ops, GroupOp, toposort, substitute
 from tinyjx.rewrite import UPat, PatternMatcher
 
@@ -177,20 +177,12 @@ def relu_masks(roots: list) -> list:
   after = {}                                     # each user of a rewritten mask, after that mask's ReLU
   for c, w in relu_of.items():
     for u in users[c] - {w}: after.setdefault(u, []).append(w)
-  new, seen = {}, set()
-  for root in roots:                             # toposort with the extra edges ReLU -> user of its mask
-    stack = [(root, False)]
-    while stack:
-      n, ready = stack.pop()
-      if ready:
-        src = tuple(UOp(Ops.CMPLT, s.dtype, (s.src[0], new[relu_of[s]])) if s in relu_of and n in after and
-                    relu_of[s] in after[n] else new[s] for s in n.src)
-        new[n] = n if src == n.src else n.replace(src=src)
-        continue
-      if n in seen: continue
-      seen.add(n)
-      stack.append((n, True))
-      stack.extend((s, False) for s in (*reversed(n.src), *after.get(n, ())) if s not in seen)
+  new: dict = {}
+  for n in toposort(roots, after):               # each ReLU before the other users of its mask
+    src = tuple(UOp(Ops.CMPLT, s.dtype, (s.src[0], new[relu_of[s]])) if s in relu_of and relu_of[s] in after.get(n, ())
+                else new[s] for s in n.src)
+    new[n] = n if src == n.src else n.replace(src=src)
+    if uop.watcher is not None and new[n] is not n: uop.watcher.derived(new[n], n)   # (provenance, explain)
   return [new[r] for r in roots]
 
 def fold_permutes(roots: list) -> list:
