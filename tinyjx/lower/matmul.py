@@ -420,8 +420,8 @@ class MatmulEmitter:
       return
     # stored column by column: where the block's rows are consecutive in the output (a convolution's block within
     # one image), each column is one run of mr elements from ioff[0], a vector store instead of mr scattered ones
-    lines += [f"{p}int run = rows == {mr};", f"{p}for (int64_t r = 1; r < rows; r++) run &= ioff[r] == ioff[0] + r;",
-              f"{p}if (run) {{", *nest(p + "  ", str(mr), "ioff[0] + r"), f"{p}}} else {{",
+    lines += [f"{p}if (rows == {mr} && tjx_consecutive(ioff, {mr})) {{", *nest(p + "  ", str(mr), "ioff[0] + r"),
+              f"{p}}} else {{",
               *nest(p + "  ", n1, "ioff[r]"), f"{p}}}"]
 
   def split_k(self, s: Matmul, lines, pad, part, a_ptr, b_ptr, t, chunk, ib, jb) -> None:

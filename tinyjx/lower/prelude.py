@@ -290,6 +290,12 @@ MATMUL = r"""/* matmul: the micro-kernel keeps an MR x NR tile of results in 2 x
 #define TJX_PACKING_FN
 #endif
 static inline void* tjx_alloc(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64 + 64); }
+/* the n offsets of a block's rows are consecutive (a convolution's block within one image row): the direct
+   micro-kernel then reads x, and a tile stored column by column writes each column, from one offset */
+static inline int tjx_consecutive(const int64_t* off, int64_t n) {
+  int run = 1;
+  for (int64_t r = 1; r < n; r++) run &= off[r] == off[0] + r;
+  return run; }
 #if defined(__GNUC__) && !defined(__clang__)
 #define TJX_UNROLL4 _Pragma("GCC unroll 4")
 #else
@@ -323,9 +329,7 @@ TJX_CONTRACT_FN static void tjx_mmd_##N(int64_t K, const T* restrict a, const in
                                        const int64_t* restrict koff, const T* restrict b, \
                                        T* restrict c, int more) { \
   TJX_CONTRACT_BODY \
-  int run = 1; \
-  for (int r = 1; r < MR; r++) run &= roff[r] == roff[0] + r; \
-  if (run) { \
+  if (tjx_consecutive(roff, MR)) { \
     const T* row = a + roff[0]; \
     TJX_MICRO_LOOP(V, MR, NR, row[koff[k] + r]) \
   } else { \
