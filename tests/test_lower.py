@@ -690,16 +690,44 @@ def test_a_small_x_read_in_place_by_rows_matches_numpy(cpu, m, k, n):
         source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(a, y)).source
         matmul = m > 1 and n > 1 and m * n * k >= optimize.MATMUL_MIN_WORK and k >= optimize.MATMUL_MIN_K
         small = a.nbytes <= optimize.ROWS_IN_PLACE       # (one row or one column: a matrix-vector loop, no matmul)
-        assert ('tjx_mmr_f' in source) == (matmul and small) and ('tjx_mm_f' in source) == (matmul and not small)
+        if optimize.pads_less_turned(m, n, np.dtype(dt), cpu.vector_bytes):
+          # (a thin result is tiled turned, x and y swapped: x is then y's columns, read in place where y was given
+          # transposed; test_a_thin_result_is_tiled_turned_and_matches_numpy)
+          assert ('tjx_mm_f' in source or 'tjx_mmr_f' in source) == matmul
+        else:
+          assert ('tjx_mmr_f' in source) == (matmul and small) and ('tjx_mm_f' in source) == (matmul and not small)
         np.testing.assert_allclose(np.asarray(tinyjx.jit(f)(a, y)), ref, rtol=tol, atol=tol * np.sqrt(k),
                                    err_msg=dt.__name__)
+
+@pytest.mark.parametrize('m, k, n', [(512, 64, 10), (257, 33, 7), (10, 40, 300), (33, 255, 9), (7, 31, 257)])
+def test_a_thin_result_is_tiled_turned_and_matches_numpy(cpu, m, k, n):
+  """A result with few columns (a batch's logits) is tiled turned, x and y swapped, so its few columns run along a
+  tile's 12 rows and not its 32 columns (`pads_less_turned`); a result with few rows keeps them on the rows. The
+  forward with a bias and ReLU, and the weight gradient, whose result is thin the other way, give numpy's result in
+  float32 and float64, x given transposed or not."""
+  from tinyjx.lower import optimize
+  rng = np.random.default_rng(m + 3 * k + 7 * n)
+  for dt, tol in ((np.float32, 1e-4), (np.float64, 1e-11)):
+    a, w, b = (rng.standard_normal(s).astype(dt) for s in ((m, k), (k, n), (n,)))
+    g = rng.standard_normal((m, n)).astype(dt)
+    cases = [(lambda a, w, b: jnp.maximum(a @ w + b, 0), (a, w, b), np.maximum(a.astype(np.float64) @ w + b, 0), (m, n)),
+             (lambda at, w, b: at.T @ w + b, (a.T.copy(), w, b), a.astype(np.float64) @ w + b, (m, n)),
+             (lambda a, g: a.T @ g, (a, g), a.T.astype(np.float64) @ g, (k, n))]
+    with tinyjx.Context(JAX_ENABLE_X64=True, TINYJX_DEVICE='CPU'):
+      for f, args, want, (rows, cols) in cases:
+        source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(*args)).source
+        turned = optimize.pads_less_turned(rows, cols, np.dtype(dt), cpu.vector_bytes)
+        if (rows, cols, dt) == (512, 10, np.float32): assert turned      # (with 16- and 32-column tiles alike)
+        assert (f"M = {cols}, N = {rows}," if turned else f"M = {rows}, N = {cols},") in source, (rows, cols, turned)
+        np.testing.assert_allclose(np.asarray(tinyjx.jit(f)(*args)), want, rtol=tol, atol=tol * np.sqrt(k),
+                                   err_msg=f"{rows}x{cols} {dt.__name__}")
 
 def test_rows_in_place_with_a_batch_and_two_row_and_contraction_variables(cpu):
   """x's row part may be several variables (einsum rows a, b) and a batch loop's; its contraction part several
   variables whose flat index walks each row in order; an x transposed (strided along the contraction) is packed."""
   rng = np.random.default_rng(3)
   x3, w = rng.standard_normal((5, 7, 33)).astype(np.float32), rng.standard_normal((33, 40)).astype(np.float32)
-  xb, yb = rng.standard_normal((3, 31, 65)).astype(np.float32), rng.standard_normal((3, 65, 33)).astype(np.float32)
+  xb, yb = rng.standard_normal((3, 31, 65)).astype(np.float32), rng.standard_normal((3, 65, 64)).astype(np.float32)
   x2k, y2k = rng.standard_normal((37, 4, 9)).astype(np.float32), rng.standard_normal((4, 9, 70)).astype(np.float32)
   xt = rng.standard_normal((33, 50)).astype(np.float32)
   cases = [(lambda x, w: jnp.einsum('abk,kn->abn', x, w), (x3, w), np.einsum('abk,kn->abn', x3, w), True),

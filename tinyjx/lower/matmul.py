@@ -77,7 +77,8 @@ class MatmulEmitter:
     contraction rows of the current chunk: the outermost contraction variable runs over [c0, c1) and k counts
     from k0 (C variables of the chunk loop). With `group` (panels, elements of one panel), contraction-outer packing
     packs all the group's panels (`gn` of them from block bg * panels, panel g at dst + g * size) in one pass: each
-    row of the operand is then read along the whole group's columns, not a panel's 64 bytes a page."""
+    row of the operand is then read along the whole group's columns, not a panel's 64 bytes a page. Contraction-outer,
+    whole panels take a loop nest with no bound check in it (`omp simd`), and only a last, partial one checks."""
     x, rows, n, blk = (s.x, s.ivars, s.m, s.plan.mr) if which == 'a' else (s.y, s.jvars, s.n, s.plan.nr)
     klen = "kn" if chunk else "K"
     n_rows = s.plan.chunk * _contraction(s)[1] if chunk else s.k    # contraction rows packed, at most
@@ -111,23 +112,34 @@ class MatmulEmitter:
                   f"{pad}      dst[k * {blk} + q] = stage[q * {n_rows} + k];",
                   f"{pad}free(stage);"]
       return
-    def body(p):
+    def body(p, guard):
       k = f"({flat_k()})"
       if group:
         lines.extend([f"{p}for (int64_t g = 0; g < gn; g++) {{", f"{p}  const int64_t bb = bg * {group[0]} + g;"])
         p += "  "
       out = f"dst[{k} * {blk} + q]" if not group else f"dst[g * {group[1]} + {k} * {blk} + q]"
+      # (in OpenMP's outlined function the kernel's pointers have lost `restrict`: without `omp simd` GCC packs a
+      # 12-row panel element by element)
+      if not guard: lines.append("#pragma omp simd")
       lines.append(f"{p}for (int64_t q = 0; q < {blk}; q++) {{")
       lines.append(f"{p}  const int64_t {self.name(rows[0])} = bb * {blk} + q;")
       # the guard comes before the scope opens: a read the operand hoists into a temporary stays behind it (a
       # padding row past the last one must read nothing, or it reads past the end of the operand's buffer)
-      if n % blk: lines.append(f"{p}  if ({self.name(rows[0])} >= {n}) {{ {out} = 0; continue; }}")
+      if guard: lines.append(f"{p}  if ({self.name(rows[0])} >= {n}) {{ {out} = 0; continue; }}")
       self.push_scope(lines, p + "  ", set(rows))
       lines.append(f"{p}  {out} = {self.expr(x)};")
       self.scopes.pop()
       lines.append(f"{p}}}")
       if group: lines.append(f"{p[:-2]}}}")
-    nest(pad, body)
+    if n % blk:   # only panels past the operand's end have padding rows: the whole ones are packed by a loop nest
+      # with no guard in it, which the compiler vectorizes
+      whole = f"(bg * {group[0]} + gn) * {blk} <= {n}" if group else f"bb * {blk} + {blk} <= {n}"
+      lines.append(f"{pad}if ({whole}) {{")
+      nest(pad + "  ", lambda p: body(p, False))
+      lines.append(f"{pad}}} else {{")
+      nest(pad + "  ", lambda p: body(p, True))
+      lines.append(f"{pad}}}")
+    else: nest(pad, lambda p: body(p, False))
 
   def packs_rows(self, s: Matmul, which: str) -> bool:
     """pack_panel packs `which` row by row (its rows run along the contraction, or it has several row variables)."""
@@ -408,15 +420,22 @@ class MatmulEmitter:
       if not _unit_stride(split[1], 'j'): loops.reverse()
     (v0, n0, *_), (v1, n1, *_) = loops
 
-    def nest(p: str, n1: str, io: str) -> list:
+    def nest(p: str, n1: str, io: str, jo: str = "joff[q]") -> list:
       return [f"{p}for (int64_t {v0} = 0; {v0} < {n0}; {v0}++) {{",
               f"{p}  for (int64_t {v1} = 0; {v1} < {n1}; {v1}++) {{",
               f"{p}    const int64_t i = {ib} * {mr} + r;", f"{p}    const int64_t j = {jb} * {nr} + q;",
-              *([f"{p}    const int64_t io = {io}, jo = joff[q];"] if split is not None else []),
+              *([f"{p}    const int64_t io = {io}, jo = {jo};"] if split is not None else []),
               f"{p}    const {t} cv = c[r * {nr} + q];", *store,
               f"{p}  }}", f"{p}}}"]
-    if v1 != "r":
+    if split is None:
       lines += nest(p, n1, "ioff[r]")
+      return
+    if v1 != "r":
+      # stored row by row: where the block's columns are consecutive in the output (a row-major result), each row is
+      # one run of nr elements from joff[0]
+      lines += [f"{p}if (cols == {nr} && tjx_consecutive(joff, {nr})) {{",
+                *nest(p + "  ", str(nr), "ioff[r]", "joff[0] + q"), f"{p}}} else {{",
+                *nest(p + "  ", n1, "ioff[r]"), f"{p}}}"]
       return
     # stored column by column: where the block's rows are consecutive in the output (a convolution's block within
     # one image), each column is one run of mr elements from ioff[0], a vector store instead of mr scattered ones

@@ -149,7 +149,8 @@ def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int, di
   otherwise the parallel work is a `group` of up to 8 panels (keeping GROUP_WORK items), so each block of the whole
   side is read from cache once for all the group's panels.
 
-  A small x (ROWS_IN_PLACE) that is one load contiguous along the contraction (`rows`, see `_rows_in_place`) is
+  Which operand is x is `as_matmul`'s (`_packed_orientation`: the output's contiguous axis along the tile's columns,
+  unless turning the tile pads far fewer products). A small x (ROWS_IN_PLACE) that is one load contiguous along the contraction (`rows`, see `_rows_in_place`) is
   read in place, a block of rows at a time (`x_rows`): packing it would cost a pass and a barrier, and it stays in
   cache as it is.
 
@@ -167,8 +168,7 @@ direct=False, group=4, x_rows=False)
   >>> plan_matmul(256, 256, 256, dtypes.float32, 256, 32, rows=True).x_rows
   True
   """
-  size, nr = dtype.itemsize, 2 * vector_bytes // dtype.itemsize
-  mr = MICRO_ROWS if vector_bytes >= 64 else MICRO_ROWS_16
+  size, (mr, nr) = dtype.itemsize, _tile(dtype, vector_bytes)
   if direct:
     if vector_bytes >= 64: mr = _direct_rows(m, run)
     if -(-n // nr) * nr * k * size <= DIRECT_WHOLE:
@@ -209,7 +209,7 @@ def _chunks(outer: int, inner: int) -> tuple[int, int]:
 def direct_fits(m: int, n: int, k: int, outer: int, dtype, vector_bytes: int) -> bool:
   """A direct matmul of this shape keeps its packed y in L2: whole, or (chunked, each chunk packed in turn) one
   chunk of every panel while its result tiles fit DIRECT_TILES."""
-  size, nr, mr = dtype.itemsize, 2 * vector_bytes // dtype.itemsize, MICRO_ROWS if vector_bytes >= 64 else MICRO_ROWS_16
+  size, (mr, nr) = dtype.itemsize, _tile(dtype, vector_bytes)
   cols = -(-n // nr) * nr
   if cols * k * size <= DIRECT_WHOLE: return True
   rows = _chunks(outer, k // outer)[0] * (k // outer)
@@ -252,7 +252,7 @@ def _matmul_nest(k: Kernel, vector_bytes: int):
   if not iv or not jv: return None
   kv = [l.var for l in red]
   direct, swap = _orientation(x, y, iv, jv, kv, acc.dtype, vector_bytes)
-  if not direct: swap = outer[-1] in iv                     # the contiguous output axis runs along the vector tile
+  if not direct: swap = _packed_orientation(iv, jv, outer[-1] in iv, acc.dtype, vector_bytes)
   if swap: (x, y), (iv, jv) = (y, x), (jv, iv)
   (si, mi), (sj, mj), kn = _flat_vars(iv, 'i'), _flat_vars(jv, 'j'), math.prod(l.size for l in red)
   if si.arg[1] * sj.arg[1] * kn < MATMUL_MIN_WORK or kn < MATMUL_MIN_K: return None
@@ -275,6 +275,24 @@ def _matmul_nest(k: Kernel, vector_bytes: int):
   if batch and mm.work < PARALLEL_WORK * 16 and math.prod(b.size for b in batch) > 1:
     mm.parallel, stmts[0].parallel = False, True       # many small matmuls: one per thread
   return stmts
+
+def _tile(dtype, vector_bytes: int) -> tuple[int, int]:
+  """(rows, columns) of a micro-tile: MICRO_ROWS (MICRO_ROWS_16 with 16 vector registers) x two vectors."""
+  return MICRO_ROWS if vector_bytes >= 64 else MICRO_ROWS_16, 2 * vector_bytes // dtype.itemsize
+
+def _packed_orientation(iv: list, jv: list, swap: bool, dtype, vector_bytes: int) -> bool:
+  """Whether a packed matmul swaps x and y: `swap` (the output's contiguous axis runs along the vector tile's
+  columns, so a tile's rows are stored as runs), unless the other orientation pads far fewer products
+  (`pads_less_turned`). Each result's sum runs over the contraction in the same order either way."""
+  m, n = (math.prod(v.arg[1] for v in vs) for vs in ((jv, iv) if swap else (iv, jv)))
+  return swap != pads_less_turned(m, n, dtype, vector_bytes)
+
+def pads_less_turned(m: int, n: int, dtype, vector_bytes: int) -> bool:
+  """An (m x n) result tiled as (n x m) pads at least a quarter fewer products: a thin result (ten logits of a batch)
+  along a tile's 32 columns multiplies 22 columns of zeros, along its 12 rows two."""
+  mr, nr = _tile(dtype, vector_bytes)
+  padded = lambda rows, cols: -(-rows // mr) * mr * -(-cols // nr) * nr
+  return padded(n, m) * 4 <= padded(m, n) * 3
 
 def _orientation(x: UOp, y: UOp, iv: list, jv: list, kv: list, dtype, vector_bytes: int) -> tuple[bool, bool]:
   """(direct, swap): whether the operand that is more of a sliding window (WINDOW_REUSE) is read in place as x
