@@ -689,7 +689,9 @@ def test_a_small_x_read_in_place_by_rows_matches_numpy(cpu, m, k, n):
       for f, y, ref in cases:
         source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(a, y)).source
         matmul = m > 1 and n > 1 and m * n * k >= optimize.MATMUL_MIN_WORK and k >= optimize.MATMUL_MIN_K
-        small = a.nbytes <= optimize.ROWS_IN_PLACE       # (one row or one column: a matrix-vector loop, no matmul)
+        # (one row or one column: a matrix-vector loop, no matmul; a big x with a small y packs y whole and x in
+        # panels)
+        small = not (a.nbytes > optimize.PACK_CACHE and y.nbytes <= optimize.PACK_CACHE)
         if optimize.pads_less_turned(m, n, np.dtype(dt), cpu.vector_bytes):
           # (a thin result is tiled turned, x and y swapped: x is then y's columns, read in place where y was given
           # transposed; test_a_thin_result_is_tiled_turned_and_matches_numpy)
@@ -722,6 +724,25 @@ def test_a_thin_result_is_tiled_turned_and_matches_numpy(cpu, m, k, n):
         np.testing.assert_allclose(np.asarray(tinyjx.jit(f)(*args)), want, rtol=tol, atol=tol * np.sqrt(k),
                                    err_msg=f"{rows}x{cols} {dt.__name__}")
 
+@pytest.mark.parametrize('m, k, n', [(7, 1100, 33), (33, 1030, 31), (257, 513, 300), (255, 1025, 257), (31, 2000, 1)])
+def test_a_chunked_x_read_in_place_matches_numpy_at_any_thread_count(cpu, m, k, n):
+  """A long contraction in chunks reads x in place too (`TJX_MICRO_ROWS` from x + k0): every tile edge, float32 and
+  float64, y transposed or not, with an epilogue, gives numpy's result, the same bits on one thread or three."""
+  rng = np.random.default_rng(m + k + n)
+  for dt, tol in ((np.float32, 1e-4), (np.float64, 1e-11)):
+    a, b = rng.standard_normal((m, k)).astype(dt), rng.standard_normal((k, n)).astype(dt)
+    want = a.astype(np.float64) @ b
+    for f, y, ref in ((lambda a, b: a @ b, b, want), (lambda a, bt: jnp.tanh(a @ bt.T) * 2.0, b.T.copy(),
+                                                     np.tanh(want) * 2)):
+      with tinyjx.Context(JAX_ENABLE_X64=True, TINYJX_DEVICE='CPU'):
+        source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(a, y)).source
+        assert ('tjx_mmr_f' in source and 'for (int64_t cc = ' in source) == (n > 1), (m, k, n)
+        outs = []
+        for threads in (1, 3):
+          with tinyjx.Context(TINYJX_THREADS=threads): outs.append(np.asarray(tinyjx.jit(f)(a, y)))
+      assert (outs[0] == outs[1]).all()
+      np.testing.assert_allclose(outs[0], ref, rtol=tol, atol=tol * np.sqrt(k), err_msg=dt.__name__)
+
 def test_rows_in_place_with_a_batch_and_two_row_and_contraction_variables(cpu):
   """x's row part may be several variables (einsum rows a, b) and a batch loop's; its contraction part several
   variables whose flat index walks each row in order; an x transposed (strided along the contraction) is packed."""
@@ -740,12 +761,15 @@ def test_rows_in_place_with_a_batch_and_two_row_and_contraction_variables(cpu):
     with tinyjx.Context(TINYJX_DEVICE='CPU'): got = np.asarray(tinyjx.jit(f)(*args))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * 8)
 
-def test_the_rows_in_place_plan_follows_the_size_of_x():
-  """x is read in place while it fits ROWS_IN_PLACE (256 KB: it stays in L2 while every panel of y passes)."""
+def test_x_is_read_in_place_unless_it_streams_in_panels():
+  """x contiguous along the contraction is read in place whatever its size, chunked or not, unless it is big and y
+  small: then y is packed whole and x streams in panels, the parallel work."""
   from tinyjx.lower import optimize
-  for m, k, want in ((255, 31, True), (256, 256, True), (300, 300, False)):
-    _, mm = _planned(_matmul_kernel("k0", m, 33, (k,)), 32)
-    assert mm.plan.x_rows is want, (m, k)
+  for m, n, k, want in ((255, 33, 31, (True, False)), (300, 33, 300, (True, False)), (1024, 1024, 1024, (True, True)),
+                        (200, 150, 1500, (True, True)), (8192, 64, 512, (False, False))):
+    _, mm = _planned(_matmul_kernel("k0", m, n, (k,)), 32)
+    assert (mm.plan.x_rows, mm.plan.chunked) == want, (m, n, k)
+    assert mm.plan.x_panels == (m == 8192)
   assert optimize.plan_matmul(256, 256, 256, F32, 256, 32).x_rows is False       # x not known to be rows in place
 
 def test_a_fused_update_with_many_buffers_is_vectorized_inside_its_parallel_loop(cpu, tmp_path):

@@ -95,7 +95,7 @@ class MatmulPlan:
   split_groups: int = 0                     # > 0: the chunks are the parallel work, in this many fixed groups
   direct: bool = False                      # x (a sliding window) is read in place through offset tables, not packed
   group: int = 1                            # chunked, packed: panels of the streamed side per parallel work item
-  x_rows: bool = False                      # x (small, contiguous along the contraction) is read in place by rows
+  x_rows: bool = False                      # x (contiguous along the contraction) is read in place by rows
 
 @dataclass(eq=False)
 class Contraction:

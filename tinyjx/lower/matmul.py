@@ -10,9 +10,9 @@ work, in a fixed number of groups added in order, so results do not depend on th
 the kernel's own loop variables, so a view's index arithmetic stays affine. A direct plan (x a sliding window,
 a convolution's) never packs x: the micro-kernel `TJX_MICRO_DIRECT` reads it in place at roff[row] + koff[k],
 two tables of the row and contraction parts of its affine index; with `Matmul.skip` (x a zero-padded array) each
-block runs only the contraction rows where one of its rows reads data, not padding. A rows plan (`x_rows`: a small
-x whose rows are contiguous along the contraction) never packs x either: `TJX_MICRO_ROWS` reads row r at
-roff[r] + k. Every number is the plan's: nothing here decides a size.
+block runs only the contraction rows where one of its rows reads data, not padding. A rows plan (`x_rows`: an x
+whose rows are contiguous along the contraction) never packs x either: `TJX_MICRO_ROWS` reads row r at
+roff[r] + k (from x + k0 in a chunk). Every number is the plan's: nothing here decides a size.
 """
 from __future__ import annotations
 import math
@@ -163,7 +163,8 @@ class MatmulEmitter:
     outer, inner = _contraction(s)
     ib, jb = ("bb", "sb") if panels_of_x else ("sb", "bb")
     wptr = f"{wbuf} + sb * {wblk} * K" + (f" + k0 * {wblk}" if chunked else "")
-    if plan.x_rows: wbuf, wptr = 'roff', f"b{s.x.src[0].arg}, roff + sb * {mr}"   # x in place: a table of its rows
+    if plan.x_rows:                                                       # x in place: a table of its rows
+      wbuf, wptr = 'roff', f"b{s.x.src[0].arg}" + (" + k0" if chunked else "") + f", roff + sb * {mr}"
     a_ptr, b_ptr = ("panel", wptr) if panels_of_x else (wptr, "panel")
     lines += [f"{pad}{{",
               f"{pad}  const int64_t M = {s.m}, N = {s.n}, K = {s.k};",
@@ -186,10 +187,10 @@ class MatmulEmitter:
     lines.append(f"{pad}  {t}* panel = tjx_alloc({plan.group * pblk} * {plan.chunk * inner} * sizeof({t}));")
     chunk = (outer, plan.chunk, inner)
     if plan.split_groups:
-      self.split_k(s, lines, pad, part, a_ptr, b_ptr, t, chunk, ib, jb)
+      self.split_k(s, lines, pad, part, a_ptr, b_ptr, t, chunk, ib, jb, wbuf)
       return
     if chunked:
-      self.grouped_chunks(s, lines, pad, part, (a_ptr, b_ptr), chunk, (ib, jb))
+      self.grouped_chunks(s, lines, pad, part, (a_ptr, b_ptr), chunk, (ib, jb), wbuf)
       return
     lines += ["#pragma omp for schedule(static)",
               f"{pad}  for (int64_t bb = 0; bb < {nblocks}; bb++) {{", f"{p2}{t}* dst = panel;"]
@@ -200,7 +201,8 @@ class MatmulEmitter:
     self.tile_store(s, lines, p3, ib, jb, t)
     lines += [f"{p2}}}", f"{pad}  }}", f"{pad}  free(panel);", f"{pad}  }}", f"{pad}  free({wbuf});", f"{pad}}}"]
 
-  def grouped_chunks(self, s: Matmul, lines: list, pad: str, part: str, ptrs: tuple, chunk: tuple, ids: tuple):
+  def grouped_chunks(self, s: Matmul, lines: list, pad: str, part: str, ptrs: tuple, chunk: tuple, ids: tuple,
+                     wbuf: str):
     """The chunked packed path: the parallel work is a group of `plan.group` panels of the streamed side; per chunk
     each panel of the group is packed, then every block of the whole side runs against the group's panels (the
     block's chunk is read once from cache for all of them), summing into the group's rows of tiles; in the last
@@ -238,7 +240,7 @@ class MatmulEmitter:
               f"{p4}const {t}* c = cl + (sb * {g} + g) * {tile};"]
     self.tile_store(s, lines, p4, *ids, t)
     lines += [f"{p3}}}", f"{p2}}}", f"{pad}  }}", f"{pad}  free(panel);", f"{pad}  free(cl);", f"{pad}  }}",
-              f"{pad}  free({'pb' if part == 'a' else 'pa'});", f"{pad}}}"]
+              f"{pad}  free({wbuf});", f"{pad}}}"]
 
   def matmul_direct(self, s: Matmul, lines: list, pad: str) -> None:
     """x is one load at an index affine in the loop variables (a convolution's windows), read in place: its address
@@ -443,7 +445,7 @@ class MatmulEmitter:
               f"{p}}} else {{",
               *nest(p + "  ", n1, "ioff[r]"), f"{p}}}"]
 
-  def split_k(self, s: Matmul, lines, pad, part, a_ptr, b_ptr, t, chunk, ib, jb) -> None:
+  def split_k(self, s: Matmul, lines, pad, part, a_ptr, b_ptr, t, chunk, ib, jb, wbuf) -> None:
     """The split-contraction matmul: the plan's fixed groups of chunks run in parallel, each into its own row of
     tiles; the groups are then added in order, so the result does not depend on the thread count."""
     p2, plan, micro = pad + "    ", s.plan, self.micro_kernel(s)
@@ -466,8 +468,7 @@ class MatmulEmitter:
               f"{p2}const int64_t bb = bs / {other}, sb = bs % {other};",
               *self.groups_sum(p2, 'parts', g, f"{nblocks} * {other}", tile_size, t)]
     self.tile_store(s, lines, p2, ib, jb, t)
-    lines += [f"{pad}  }}", f"{pad}  free(panel);", f"{pad}  }}", f"{pad}  free(parts);"]
-    lines.append(f"{pad}  free({'pb' if part == 'a' else 'pa'});")
+    lines += [f"{pad}  }}", f"{pad}  free(panel);", f"{pad}  }}", f"{pad}  free(parts);", f"{pad}  free({wbuf});"]
     lines.append(f"{pad}}}")
 
   def micro_kernel(self, s: Matmul) -> str:
