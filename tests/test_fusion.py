@@ -140,7 +140,7 @@ def test_stacked_convolutions_compute_each_contraction_once(cpu):
   exe = compiled(cpu, g, w1, w2, w3, x)
   # forward: conv1, conv2, linear; backward: three weight gradients, the linear's input gradient and conv2's
   # (a transposed convolution); conv1's input gradient is never needed
-  assert len(re.findall(r'tjx_mmd?_f32_\d+x\d+\((K|kn),', exe.source)) == 8   # mmd: a direct (window) matmul
+  assert len(re.findall(r'tjx_mm[dr]?_f32_\d+x\d+\((K|kn),', exe.source)) == 8   # mmd: windows; mmr: x in place
   with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
     want = g(*map(jnp.asarray, (w1, w2, w3, x)))
   for a, b in zip(run(exe, w1, w2, w3, x), want): np.testing.assert_allclose(a, np.asarray(b), rtol=2e-4, atol=2e-4)
@@ -162,6 +162,58 @@ def test_a_relu_gradient_tests_the_relu_so_a_convolution_writes_its_bias_and_rel
   with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
     want = g(*map(jnp.asarray, (w1, b1, w2, x)))
   for a, b in zip(run(exe, w1, b1, w2, x), want): np.testing.assert_allclose(a, np.asarray(b), rtol=2e-4, atol=2e-4)
+
+@pytest.mark.parametrize('pre_activation', [False, True])
+def test_a_layers_bias_and_relu_are_the_epilogue_of_its_matmul(cpu, pre_activation):
+  """The gradient of a two-layer MLP: each hidden layer's relu(x @ w + b), which the next layer and the backward pass
+  both read, is what gets a buffer (schedule._activation), so its matmul writes it from the tiles and the next
+  layer's matmul reads it in place (`tjx_mmr`); where the pre-activation z = x @ w1 + b1 has another reader (the
+  loss adds sum(z * z)), the matmul stores z, the last node only its epilogue reads, and the readers recompute the
+  ReLU. The gradients match PYTHON either way."""
+  x, w1, b1, w2, b2 = rand(200, 70), rand(70, 64, seed=1), rand(64, seed=2), rand(64, 48, seed=3), rand(48, seed=4)
+  def loss(w1, b1, w2, b2, x):
+    z = x @ w1 + b1
+    h = nn.relu(z)
+    out = jnp.sum(jnp.tanh(nn.relu(h @ w2 + b2)))
+    return (out, jnp.sum(z * z)) if pre_activation else (out, out)
+  g = tinyjx.grad(lambda *a: loss(*a)[0] + 1e-3 * loss(*a)[1], argnums=(0, 1, 2, 3))
+  exe = compiled(cpu, g, w1, b1, w2, b2, x)
+  src = exe.source
+  assert len(exe.kernels) == 7          # two forward matmuls, their four weight and bias gradients, h's gradient
+  first = src[src.index('void k0_'):src.index('void tjx_kernel_0(')]
+  relu_store = r'b\d+\[\(io \+ jo\)\] = \(\(0\.0f < (t\d+)\) \? \1 : 0\.0f\);'
+  bias_store = r'b\d+\[\(io \+ jo\)\] = \(cv \+ b\d+\[j\]\);'   # z = x @ w1 + b1, which z * z reads too
+  assert re.search(bias_store if pre_activation else relu_store, first) and 'tjx_mm' in first
+  assert ('tjx_mmr_f32' in src[src.index('void k1_'):src.index('void tjx_kernel_1(')]) != pre_activation
+  with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
+    want = g(*map(jnp.asarray, (w1, b1, w2, b2, x)))
+  for a, b in zip(run(exe, w1, b1, w2, b2, x), want): np.testing.assert_allclose(a, np.asarray(b), rtol=2e-4, atol=2e-4)
+
+def test_an_epilogue_kernel_takes_no_other_output(cpu):
+  """An Adam step of an MLP whose batch is its width (h1 has w2's shape): the elementwise updates of that shape must
+  not join relu(x @ w1 + b1)'s kernel (horizontal fusion), which is a matmul's and writes one output; both hidden
+  layers stay epilogues, and the step matches PYTHON."""
+  shapes = [(70, 64), (64,), (64, 64), (64,), (64, 10), (10,)]
+  ps = [rand(*sh, seed=i) * 0.1 for i, sh in enumerate(shapes)]
+  x, y = rand(64, 70, seed=9), np.eye(10, dtype=np.float32)[np.arange(64) % 10]
+  def loss(ps, x, y):
+    h = x
+    for i in range(0, 6, 2):
+      h = h @ ps[i] + ps[i + 1]
+      if i < 4: h = nn.relu(h)
+    return -jnp.mean(jnp.sum(y * nn.log_softmax(h, axis=-1), axis=-1))
+  def step(*a):
+    ps, m, v = list(a[:6]), list(a[6:12]), list(a[12:18])
+    g = tinyjx.grad(loss)(ps, a[18], a[19])
+    m = [0.9 * m_ + 0.1 * g_ for m_, g_ in zip(m, g)]
+    v = [0.999 * v_ + 0.001 * g_ * g_ for v_, g_ in zip(v, g)]
+    return [p - 1e-3 * m_ / (jnp.sqrt(v_) + 1e-8) for p, m_, v_ in zip(ps, m, v)] + m + v
+  args = [*ps, *(np.zeros_like(p) for p in ps), *(np.zeros_like(p) for p in ps), x, y]
+  exe = compiled(cpu, step, *args)
+  assert [m.group(1) for m in re.finditer(r'void (k\d+_\w+)\(', exe.source)][:2] == ['k0_select_n', 'k1_select_n']
+  with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
+    want = step(*map(jnp.asarray, args))
+  for a, b in zip(run(exe, *args), want): np.testing.assert_allclose(a, np.asarray(b), rtol=2e-4, atol=2e-5)
 
 @pytest.mark.parametrize('other_use', [None, 'x is an output', 'x read again'])
 def test_relu_masks_gives_the_same_bits_and_needs_x_used_only_by_the_relu(cpu, other_use):

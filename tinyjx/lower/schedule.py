@@ -19,6 +19,9 @@ elementwise consumers as an accumulator (index.py decides where that is legal). 
   buffer without masks (a CPU matmul then reads them in place, optimize.window_reuse);
 - a contraction (a matmul's sum of products) read by another reduction: fused into it, it would not be tiled (a
   contraction under a buffer is computed in that buffer's kernel: a convolution's bias and ReLU in its epilogue);
+  where such a contraction, or one read by several kernels, has an epilogue only its last node leaves
+  (`relu(x @ w + b)`), that node gets the buffer instead (`_activation`), and the contraction is computed in its
+  kernel;
 - a contraction's operand that computes a reduction (`softmax(s)` in `softmax(s) @ v`, `layer_norm(x) @ w`): fused,
   the contraction would not be tiled and would redo the reduction for every product;
 - anything the kernel builder reported it cannot compute in place (`forced`, from `index.NeedsBuffer`).
@@ -74,15 +77,16 @@ def _reader_sizes(root: UOp, inside: list) -> dict:
 def decide_buffers(roots: list, forced: set) -> set:
   """The set of materialized nodes (see the module docstring)."""
   nodes = toposort(roots)
+  users: dict = {}
+  for n in nodes:
+    for s in n.src: users.setdefault(s, set()).add(n)
+  order = {n: i for i, n in enumerate(nodes)}
   m = {n for n in list(roots) + list(forced) if n.op not in INPUT_OPS}
   for n in nodes:
     if _needs_buffer(n): m.add(n)
     m.update(_forced_sources(n))
     m.update(_repeated_operands(n))
-    m.update(_contractions_below(n, m))
-  users: dict = {}
-  for n in nodes:
-    for s in n.src: users.setdefault(s, set()).add(n)
+    m.update(_activation(c, users, m, order) for c in _contractions_below(n, m))
   contractions = [n for n in nodes if _is_contraction(n)]
   while True:
     readers, above = {}, {}     # the kernels each inlined node is computed in; (kernel, node): what reads it there
@@ -94,7 +98,33 @@ def decide_buffers(roots: list, forced: set) -> set:
              if (len(ks) > 1 and _worth_buffer(n, users)) or _spread_column(n, [above[k, n] for k in ks])}
     if not extra: extra = {v for k in contractions for v in _operand_reductions(k, m)}   # once the rest is settled
     if not extra: return m
-    m |= extra
+    m |= {e if _is_contraction(n) and (e := _activation(n, users, m, order)) not in m else n for n in extra}
+
+def _activation(c: UOp, users: dict, m: set, order: dict) -> UOp:
+  """What to materialize for contraction `c`, which several kernels read: the last node of its epilogue, where only
+  that node is read from outside. The epilogue is the elementwise nodes of c's shape above it whose other sources
+  are constants or broadcasts of something smaller (a bias): `relu(x @ w + b)`, once `simplify.relu_masks` has
+  made the ReLU's gradient test the ReLU. Materialized, that node's kernel computes c as a tiled matmul with the
+  epilogue on its tiles (as_matmul), and the readers load one buffer instead of recomputing the bias and ReLU each
+  (the next layer's matmul then reads its x in place, as it reads no expression). c itself where nothing fits."""
+  region, grew = {c}, True
+  while grew:
+    grew = False
+    for v in list(region):
+      for u in users.get(v, ()):
+        if u in region or u in m or u.op not in GroupOp.Elementwise or u.shape != c.shape: continue
+        if all(s in region or s.op is Ops.CONST or _under_views(s).size < c.size for s in u.src):
+          region.add(u)
+          grew = True
+  for e in sorted((u for u in region if u is not c and u.dtype == c.dtype), key=order.__getitem__, reverse=True):
+    below, stack = set(), [s for s in e.src if s in region]
+    while stack:
+      v = stack.pop()
+      if v in below: continue
+      below.add(v)
+      stack.extend(s for s in v.src if s in region)
+    if c in below and all(users.get(v, set()) <= below | {e} for v in below): return e
+  return c
 
 def _repeated_operands(n: UOp) -> list:
   """For a sum of products (a contraction), each operand's computed source that the operand's view reads
@@ -217,6 +247,8 @@ def _joins(n: UOp, item: KernelItem, reads: dict, position: dict, here: int) -> 
   first = item.outs[0]
   if n.shape != first.shape or len(item.outs) >= MAX_OUTPUTS or first.op in OWN_KERNEL or first.op is Ops.REDUCE:
     return False
+  # (a contraction's epilogue, `_activation`, is a matmul kernel: it writes one output, and no other kernel takes it)
+  if any(_is_contraction(u) for o in (n, first) for u in _region(o, reads[o])): return False
   if not reads[n] & set().union(set(item.outs), *(reads[o] for o in item.outs)): return False
   late = [d for d in reads[n] if position.get(d, -1) >= here and d not in item.outs and d not in item.inline]
   if not all(_recomputable(d, reads, position, here) for d in late): return False
