@@ -251,15 +251,16 @@ def test_split_contraction_does_not_depend_on_the_thread_count(cpu):
       outs.append(np.asarray(tinyjx.jit(lambda a, b: a @ b)(a, b)))
   assert all((o == outs[0]).all() for o in outs)
 
-def _matmul_kernel(name: str, m: int, n: int, ks: tuple, dt=F32, slot: int = 0):
+def _matmul_kernel(name: str, m: int, n: int, ks: tuple, dt=F32, slot: int = 0, xt: bool = False):
   """The kernel of `a @ b.T` for a of shape (m, *ks) and b of shape (n, *ks) (slots slot, slot + 1; out slot + 2),
-  before optimize."""
+  before optimize; with `xt`, a given transposed (shape (*ks, m), one contraction axis): x is then packed."""
   from tinyjx.lower.index import build_kernel
-  a, b = P((m, *ks), dt, slot), P((n, *ks), dt, slot + 1)
+  a = P((*ks, m), dt, slot).permute((1, 0)) if xt else P((m, *ks), dt, slot)
+  b = P((n, *ks), dt, slot + 1)
   full = (m, n, *ks)
   ab = UOp(Ops.MUL, dt, (a.reshape((m, 1, *ks)).expand(full), b.reshape((1, n, *ks)).expand(full)))
   out = ab.reduce(Ops.ADD, tuple(range(2, 2 + len(ks))))
-  return build_kernel(name, [out], {a: slot, b: slot + 1, out: slot + 2})
+  return build_kernel(name, [out], {a.src[0] if xt else a: slot, b: slot + 1, out: slot + 2})
 
 def _optimized(kernel, **device):
   """`kernel` after the optimize passes of the pipeline (as_matmul through estimate), for a loop-nest device with
@@ -304,28 +305,30 @@ def test_matmul_plans_of_both_vector_widths_compile_into_one_unit_and_match_nump
   F64 = dtypes.float64
   # the chunked ones run groups of panels: 19 or 10 panels of y (a group of 2 with a last group of 1, or groups of
   # 1), 117 panels of x (groups of 8, the last of 5), and tiles that divide the output (no padding guard at all)
+  # (and x given transposed, so packed, for the plain micro-kernel: the last two)
   shapes = [(13, 1000, (9,), F32), (3000, 20, (300,), F32), (200, 150, (1500,), F32), (40, 20, (30000,), F64),
-            (40, 300, (600,), F32), (700, 50, (1100,), F64), (48, 256, (520,), F32)]
+            (40, 300, (600,), F32), (700, 50, (1100,), F64), (48, 256, (520,), F32), (96, 130, (70,), F32, True),
+            (200, 150, (1500,), F64, True)]
   kernels, cases = [], []
   for vb in (32, 64):
-    for m, n, ks, dt in shapes:
-      k, mm = _planned(_matmul_kernel(f"k{len(kernels)}", m, n, ks, dt, slot=3 * len(kernels)), vb)
+    for m, n, ks, dt, *xt in shapes:
+      k, mm = _planned(_matmul_kernel(f"k{len(kernels)}", m, n, ks, dt, slot=3 * len(kernels), xt=bool(xt)), vb)
       kernels.append(k)
-      cases.append((m, n, ks, dt, mm.plan))
+      cases.append((m, n, ks, dt, bool(xt), mm.plan))
   assert len({c[-1] for c in cases}) == len(cases)
   src = CRenderer().render(kernels, [list(range(len(kernels)))])
-  for inst in ("TJX_MICRO(float, tjx_vf32_32, f32_6x16, 6, 16)", "TJX_MICRO(float, tjx_vf32_64, f32_12x32, 12, 32)",
-               "TJX_MICRO(double, tjx_vf64_32, f64_6x8, 6, 8)", "TJX_MICRO(double, tjx_vf64_64, f64_12x16, 12, 16)"):
-    assert src.count(inst) == 1, inst
+  for inst in ("(float, tjx_vf32_32, f32_6x16, 6, 16)", "(float, tjx_vf32_64, f32_12x32, 12, 32)",
+               "(double, tjx_vf64_32, f64_6x8, 6, 8)", "(double, tjx_vf64_64, f64_12x16, 12, 16)"):
+    assert src.count("TJX_MICRO_ROWS" + inst) == 1 and src.count("TJX_MICRO" + inst) == 1, inst
   assert "TJX_MR" not in src and "TJX_NR" not in src and "TJX_VBYTES" not in src
   rng, handles, wants = np.random.default_rng(7), {}, []
-  for i, (m, n, ks, dt, _) in enumerate(cases):
+  for i, (m, n, ks, dt, xt, _) in enumerate(cases):
     a, b = rng.standard_normal((m, *ks)).astype(dt.np), rng.standard_normal((n, *ks)).astype(dt.np)
-    handles.update({3 * i: a, 3 * i + 1: b, 3 * i + 2: np.zeros((m, n), dt.np)})
+    handles.update({3 * i: a.T.copy() if xt else a, 3 * i + 1: b, 3 * i + 2: np.zeros((m, n), dt.np)})
     wants.append(a.reshape(m, -1).astype(np.float64) @ b.reshape(n, -1).T.astype(np.float64))
   program = cpu.load(cpu.compile(src), "tjx_run_0")
   cpu.launch(program, cpu.arguments(3 * len(cases), handles))
-  for i, (m, n, ks, dt, plan) in enumerate(cases):
+  for i, (m, n, ks, dt, _, plan) in enumerate(cases):
     tol = 1e-4 if dt is F32 else 1e-11
     np.testing.assert_allclose(handles[3 * i + 2], wants[i], rtol=tol, atol=tol * np.sqrt(np.prod(ks)), err_msg=plan)
 
@@ -689,15 +692,13 @@ def test_a_small_x_read_in_place_by_rows_matches_numpy(cpu, m, k, n):
       for f, y, ref in cases:
         source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(a, y)).source
         matmul = m > 1 and n > 1 and m * n * k >= optimize.MATMUL_MIN_WORK and k >= optimize.MATMUL_MIN_K
-        # (one row or one column: a matrix-vector loop, no matmul; a big x with a small y packs y whole and x in
-        # panels)
-        small = not (a.nbytes > optimize.PACK_CACHE and y.nbytes <= optimize.PACK_CACHE)
         if optimize.pads_less_turned(m, n, np.dtype(dt), cpu.vector_bytes):
           # (a thin result is tiled turned, x and y swapped: x is then y's columns, read in place where y was given
           # transposed; test_a_thin_result_is_tiled_turned_and_matches_numpy)
           assert ('tjx_mm_f' in source or 'tjx_mmr_f' in source) == matmul
         else:
-          assert ('tjx_mmr_f' in source) == (matmul and small) and ('tjx_mm_f' in source) == (matmul and not small)
+          # (one row or one column: a matrix-vector loop, no matmul)
+          assert ('tjx_mmr_f' in source) == matmul and 'tjx_mm_f' not in source
         np.testing.assert_allclose(np.asarray(tinyjx.jit(f)(a, y)), ref, rtol=tol, atol=tol * np.sqrt(k),
                                    err_msg=dt.__name__)
 
@@ -724,25 +725,6 @@ def test_a_thin_result_is_tiled_turned_and_matches_numpy(cpu, m, k, n):
         np.testing.assert_allclose(np.asarray(tinyjx.jit(f)(*args)), want, rtol=tol, atol=tol * np.sqrt(k),
                                    err_msg=f"{rows}x{cols} {dt.__name__}")
 
-@pytest.mark.parametrize('m, k, n', [(7, 1100, 33), (33, 1030, 31), (257, 513, 300), (255, 1025, 257), (31, 2000, 1)])
-def test_a_chunked_x_read_in_place_matches_numpy_at_any_thread_count(cpu, m, k, n):
-  """A long contraction in chunks reads x in place too (`TJX_MICRO_ROWS` from x + k0): every tile edge, float32 and
-  float64, y transposed or not, with an epilogue, gives numpy's result, the same bits on one thread or three."""
-  rng = np.random.default_rng(m + k + n)
-  for dt, tol in ((np.float32, 1e-4), (np.float64, 1e-11)):
-    a, b = rng.standard_normal((m, k)).astype(dt), rng.standard_normal((k, n)).astype(dt)
-    want = a.astype(np.float64) @ b
-    for f, y, ref in ((lambda a, b: a @ b, b, want), (lambda a, bt: jnp.tanh(a @ bt.T) * 2.0, b.T.copy(),
-                                                     np.tanh(want) * 2)):
-      with tinyjx.Context(JAX_ENABLE_X64=True, TINYJX_DEVICE='CPU'):
-        source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(a, y)).source
-        assert ('tjx_mmr_f' in source and 'for (int64_t cc = ' in source) == (n > 1), (m, k, n)
-        outs = []
-        for threads in (1, 3):
-          with tinyjx.Context(TINYJX_THREADS=threads): outs.append(np.asarray(tinyjx.jit(f)(a, y)))
-      assert (outs[0] == outs[1]).all()
-      np.testing.assert_allclose(outs[0], ref, rtol=tol, atol=tol * np.sqrt(k), err_msg=dt.__name__)
-
 def test_rows_in_place_with_a_batch_and_two_row_and_contraction_variables(cpu):
   """x's row part may be several variables (einsum rows a, b) and a batch loop's; its contraction part several
   variables whose flat index walks each row in order; an x transposed (strided along the contraction) is packed."""
@@ -761,16 +743,39 @@ def test_rows_in_place_with_a_batch_and_two_row_and_contraction_variables(cpu):
     with tinyjx.Context(TINYJX_DEVICE='CPU'): got = np.asarray(tinyjx.jit(f)(*args))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * 8)
 
-def test_x_is_read_in_place_unless_it_streams_in_panels():
-  """x contiguous along the contraction is read in place whatever its size, chunked or not, unless it is big and y
-  small: then y is packed whole and x streams in panels, the parallel work."""
+def test_x_contiguous_along_the_contraction_is_read_in_place_at_any_size():
+  """x contiguous along the contraction is read in place whatever its size, chunked or not, and where it is big and
+  y small (y packed whole, x streaming a block at a time as the parallel work)."""
   from tinyjx.lower import optimize
-  for m, n, k, want in ((255, 33, 31, (True, False)), (300, 33, 300, (True, False)), (1024, 1024, 1024, (True, True)),
-                        (200, 150, 1500, (True, True)), (8192, 64, 512, (False, False))):
+  for m, n, k, chunked in ((255, 33, 31, False), (300, 33, 300, False), (1024, 1024, 1024, True),
+                           (200, 150, 1500, True), (8192, 64, 512, False), (2000, 40, 1100, True)):
     _, mm = _planned(_matmul_kernel("k0", m, n, (k,)), 32)
-    assert (mm.plan.x_rows, mm.plan.chunked) == want, (m, n, k)
-    assert mm.plan.x_panels == (m == 8192)
+    assert (mm.plan.x_rows, mm.plan.chunked, mm.plan.x_panels) == (True, chunked, m >= 2000), (m, n, k)
   assert optimize.plan_matmul(256, 256, 256, F32, 256, 32).x_rows is False       # x not known to be rows in place
+
+@pytest.mark.parametrize('m, k, n, how', [
+  (7, 1100, 33, 'chunked'), (33, 1030, 31, 'chunked'), (257, 513, 300, 'chunked'), (255, 1025, 257, 'chunked'),
+  (31, 2000, 1, 'a matrix-vector loop'), (3000, 300, 20, 'streaming'), (1001, 700, 40, 'streaming, chunked'),
+  (2000, 1100, 40, 'streaming, chunked')])
+def test_x_read_in_place_matches_numpy_at_any_thread_count(cpu, m, k, n, how):
+  """x is read in place (`TJX_MICRO_ROWS`) over a long contraction in chunks (from x + k0), and where it is big and
+  y small (y packed whole, each block of x streaming in place, no panel of it packed): every tile edge, float32 and
+  float64, y transposed or not, with an epilogue, gives numpy's result, the same bits on one thread or three."""
+  rng = np.random.default_rng(m + k + n)
+  for dt, tol in ((np.float32, 1e-4), (np.float64, 1e-11)):
+    a, b = rng.standard_normal((m, k)).astype(dt), rng.standard_normal((k, n)).astype(dt)
+    want = a.astype(np.float64) @ b
+    for f, y, ref in ((lambda a, b: a @ b, b, want), (lambda a, bt: jnp.tanh(a @ bt.T) * 2.0, b.T.copy(),
+                                                     np.tanh(want) * 2)):
+      with tinyjx.Context(JAX_ENABLE_X64=True, TINYJX_DEVICE='CPU'):
+        source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(a, y)).source
+        assert ('tjx_mmr_f' in source) == (n > 1), how
+        assert ('for (int64_t cc = ' in source) == ('chunked' in how) and ('free(pb);' in source) == ('stream' in how)
+        outs = []
+        for threads in (1, 3):
+          with tinyjx.Context(TINYJX_THREADS=threads): outs.append(np.asarray(tinyjx.jit(f)(a, y)))
+      assert (outs[0] == outs[1]).all()
+      np.testing.assert_allclose(outs[0], ref, rtol=tol, atol=tol * np.sqrt(k), err_msg=dt.__name__)
 
 def test_a_fused_update_with_many_buffers_is_vectorized_inside_its_parallel_loop(cpu, tmp_path):
   """An Adam-style update (five inputs, three outputs: 15 pairs of buffers that may overlap) in a loop big enough

@@ -149,9 +149,9 @@ class MatmulEmitter:
     """One side is packed whole first; the other is packed a panel at a time inside the parallel loop over its
     blocks, right before the micro-kernel runs that panel against every block of the first (the panel stays
     in cache, and no buffer the size of the big operand is ever written). A chunked contraction runs groups of
-    panels (`grouped_chunks`). With `x_rows` nothing is packed whole: x is read in place through a table of its
-    rows' offsets (`TJX_MICRO_ROWS`), so no packing pass and no barrier come before the panels' loop. Every
-    decision is the plan's."""
+    panels (`grouped_chunks`). With `x_rows` x is read in place through a table of its rows' offsets
+    (`TJX_MICRO_ROWS`): as the whole side, nothing is packed before the panels' loop (no pass, no barrier); as the
+    streamed side (`x_panels`), no panel of x is packed. Every decision is the plan's."""
     if s.plan.direct: return self.matmul_direct(s, lines, pad)
     plan, t = s.plan, self.type_names[s.dtype]
     mr, nr, micro = plan.mr, plan.nr, self.micro_kernel(s)
@@ -163,9 +163,11 @@ class MatmulEmitter:
     outer, inner = _contraction(s)
     ib, jb = ("bb", "sb") if panels_of_x else ("sb", "bb")
     wptr = f"{wbuf} + sb * {wblk} * K" + (f" + k0 * {wblk}" if chunked else "")
-    if plan.x_rows:                                                       # x in place: a table of its rows
-      wbuf, wptr = 'roff', f"b{s.x.src[0].arg}" + (" + k0" if chunked else "") + f", roff + sb * {mr}"
+    in_place = f"b{s.x.src[0].arg}" + (" + k0" if chunked else "") + f", roff + {{}} * {mr}"   # x by its rows' table
+    if plan.x_rows and not panels_of_x: wbuf, wptr = 'roff', in_place.format("sb")
     a_ptr, b_ptr = ("panel", wptr) if panels_of_x else (wptr, "panel")
+    if plan.x_rows and panels_of_x: a_ptr = in_place.format("bb")        # (x streams in place, y is packed whole)
+    frees = [wbuf] + (['roff'] if plan.x_rows and panels_of_x else [])
     lines += [f"{pad}{{",
               f"{pad}  const int64_t M = {s.m}, N = {s.n}, K = {s.k};",
               f"{pad}  const int64_t NB = (N + {nr - 1}) / {nr}, MB = (M + {mr - 1}) / {mr};"]
@@ -174,12 +176,13 @@ class MatmulEmitter:
                 f"{pad}  for (int64_t q = 0; q < MB * {mr}; q++) {{"]
       self.row_offset(s, _index_parts(s)[1], lines, pad + "    ", "q")
       lines.append(f"{pad}  }}")
-    else: lines.append(f"{pad}  {t}* {wbuf} = tjx_alloc({'MB' if wbuf == 'pa' else 'NB'} * {wblk} * K * sizeof({t}));")
+    if wbuf != 'roff':
+      lines.append(f"{pad}  {t}* {wbuf} = tjx_alloc({'MB' if wbuf == 'pa' else 'NB'} * {wblk} * K * sizeof({t}));")
     lines += [*([f"{pad}  {t}* parts = tjx_alloc({plan.split_groups} * MB * NB * {mr * nr} * sizeof({t}));"]
                 if plan.split_groups else []),
               f"#pragma omp parallel if({int(s.parallel)})",
               f"{pad}  {{"]
-    if not plan.x_rows:                                                   # the whole side, packed first
+    if wbuf != 'roff':                                                    # the whole side, packed first
       lines += ["#pragma omp for schedule(static)", f"{pad}  for (int64_t bb = 0; bb < {other}; bb++) {{",
                 f"{p2}{t}* dst = {wbuf} + bb * {wblk} * K;"]
       self.pack_panel(s, whole, lines, p2)
@@ -187,22 +190,27 @@ class MatmulEmitter:
     lines.append(f"{pad}  {t}* panel = tjx_alloc({plan.group * pblk} * {plan.chunk * inner} * sizeof({t}));")
     chunk = (outer, plan.chunk, inner)
     if plan.split_groups:
-      self.split_k(s, lines, pad, part, a_ptr, b_ptr, t, chunk, ib, jb, wbuf)
+      self.split_k(s, lines, pad, part, a_ptr, b_ptr, t, chunk, ib, jb, frees)
       return
     if chunked:
-      self.grouped_chunks(s, lines, pad, part, (a_ptr, b_ptr), chunk, (ib, jb), wbuf)
+      self.grouped_chunks(s, lines, pad, part, (a_ptr, b_ptr), chunk, (ib, jb), frees)
       return
     lines += ["#pragma omp for schedule(static)",
               f"{pad}  for (int64_t bb = 0; bb < {nblocks}; bb++) {{", f"{p2}{t}* dst = panel;"]
-    self.pack_panel(s, part, lines, p2)
+    if not self.in_place(s, part): self.pack_panel(s, part, lines, p2)
     lines += [f"{p2}for (int64_t sb = 0; sb < {other}; sb++) {{",
               f"{p3}{t} c[{mr * nr}] __attribute__((aligned(64)));",
               f"{p3}{micro}(K, {a_ptr}, {b_ptr}, c, 0);"]
     self.tile_store(s, lines, p3, ib, jb, t)
-    lines += [f"{p2}}}", f"{pad}  }}", f"{pad}  free(panel);", f"{pad}  }}", f"{pad}  free({wbuf});", f"{pad}}}"]
+    lines += [f"{p2}}}", f"{pad}  }}", f"{pad}  free(panel);", f"{pad}  }}", *(f"{pad}  free({b});" for b in frees),
+              f"{pad}}}"]
+
+  def in_place(self, s: Matmul, part: str) -> bool:
+    """The streamed side `part` is x read in place (`x_rows` with `x_panels`): no panel of it is packed."""
+    return part == 'a' and s.plan.x_rows
 
   def grouped_chunks(self, s: Matmul, lines: list, pad: str, part: str, ptrs: tuple, chunk: tuple, ids: tuple,
-                     wbuf: str):
+                     frees: list):
     """The chunked packed path: the parallel work is a group of `plan.group` panels of the streamed side; per chunk
     each panel of the group is packed, then every block of the whole side runs against the group's panels (the
     block's chunk is read once from cache for all of them), summing into the group's rows of tiles; in the last
@@ -214,13 +222,15 @@ class MatmulEmitter:
     outer, per, inner = chunk
     size = per * inner * (plan.mr if part == 'a' else plan.nr)      # elements of one packed panel of a chunk
     a_ptr, b_ptr = (f"{p} + g * {size}" if p == "panel" else p for p in ptrs)
+    if self.in_place(s, part): a_ptr = a_ptr.replace("roff + bb", f"roff + (bg * {g} + g)")
     lines += [f"{pad}  {t}* cl = tjx_alloc({g} * {other} * {tile} * sizeof({t}));",
               "#pragma omp for schedule(static)",
               f"{pad}  for (int64_t bg = 0; bg < ({nblocks} + {g - 1}) / {g}; bg++) {{",
               f"{p2}const int64_t gn = {nblocks} - bg * {g} < {g} ? {nblocks} - bg * {g} : {g};",
               f"{p2}for (int64_t cc = 0; cc < {plan.chunks}; cc++) {{",
               *_chunk_bounds(p3, per, outer, inner)]
-    if self.packs_rows(s, part):
+    if self.in_place(s, part): pass
+    elif self.packs_rows(s, part):
       lines += [f"{p3}for (int64_t g = 0; g < gn; g++) {{", f"{p3}  const int64_t bb = bg * {g} + g;",
                 f"{p3}  {t}* dst = panel + g * {size};"]
       self.pack_panel(s, part, lines, p3 + "  ", chunk=True)
@@ -240,7 +250,7 @@ class MatmulEmitter:
               f"{p4}const {t}* c = cl + (sb * {g} + g) * {tile};"]
     self.tile_store(s, lines, p4, *ids, t)
     lines += [f"{p3}}}", f"{p2}}}", f"{pad}  }}", f"{pad}  free(panel);", f"{pad}  free(cl);", f"{pad}  }}",
-              f"{pad}  free({wbuf});", f"{pad}}}"]
+              *(f"{pad}  free({b});" for b in frees), f"{pad}}}"]
 
   def matmul_direct(self, s: Matmul, lines: list, pad: str) -> None:
     """x is one load at an index affine in the loop variables (a convolution's windows), read in place: its address
@@ -390,12 +400,12 @@ class MatmulEmitter:
       p = p[:-2]
       lines.append(f"{p}}}")
 
-  def chunk_panel(self, s: Matmul, part: str, lines: list, p: str, chunk: tuple) -> None:
+  def chunk_panel(self, s: Matmul, part: str, lines: list, p: str, chunk: tuple, pack: bool = True) -> None:
     """Inside a loop over chunk `cc`: its bounds (outer contraction variable in [c0, c1), k from k0, kn rows)
-    and its panel."""
+    and, with `pack`, its panel."""
     outer, per, inner = chunk
     lines += _chunk_bounds(p, per, outer, inner)
-    self.pack_panel(s, part, lines, p, chunk=True)
+    if pack: self.pack_panel(s, part, lines, p, chunk=True)
 
   def tile_store(self, s: Matmul, lines: list, p: str, ib: str, jb: str, t: str) -> None:
     """The epilogue of one result tile `c` (block ib of rows, jb of columns): the store for each element in range.
@@ -445,7 +455,7 @@ class MatmulEmitter:
               f"{p}}} else {{",
               *nest(p + "  ", n1, "ioff[r]"), f"{p}}}"]
 
-  def split_k(self, s: Matmul, lines, pad, part, a_ptr, b_ptr, t, chunk, ib, jb, wbuf) -> None:
+  def split_k(self, s: Matmul, lines, pad, part, a_ptr, b_ptr, t, chunk, ib, jb, frees) -> None:
     """The split-contraction matmul: the plan's fixed groups of chunks run in parallel, each into its own row of
     tiles; the groups are then added in order, so the result does not depend on the thread count."""
     p2, plan, micro = pad + "    ", s.plan, self.micro_kernel(s)
@@ -457,7 +467,7 @@ class MatmulEmitter:
               f"{p2}{t}* dst = panel;",
               f"{p2}const int64_t nc = {plan.chunks}, g0 = g * nc / {g}, g1 = (g + 1) * nc / {g};",
               f"{p2}for (int64_t bb = 0; bb < {nblocks}; bb++) for (int64_t cc = g0; cc < g1; cc++) {{"]
-    self.chunk_panel(s, part, lines, p2 + "  ", chunk)
+    self.chunk_panel(s, part, lines, p2 + "  ", chunk, pack=not self.in_place(s, part))
     tile = f"parts + ((g * {nblocks} + bb) * {other} + sb) * {tile_size}"
     lines += [f"{p2}  for (int64_t sb = 0; sb < {other}; sb++)",
               f"{p2}    {micro}(kn, {a_ptr}, {b_ptr}, {tile}, cc > g0);",
@@ -468,7 +478,8 @@ class MatmulEmitter:
               f"{p2}const int64_t bb = bs / {other}, sb = bs % {other};",
               *self.groups_sum(p2, 'parts', g, f"{nblocks} * {other}", tile_size, t)]
     self.tile_store(s, lines, p2, ib, jb, t)
-    lines += [f"{pad}  }}", f"{pad}  free(panel);", f"{pad}  }}", f"{pad}  free(parts);", f"{pad}  free({wbuf});"]
+    lines += [f"{pad}  }}", f"{pad}  free(panel);", f"{pad}  }}", f"{pad}  free(parts);",
+              *(f"{pad}  free({b});" for b in frees)]
     lines.append(f"{pad}}}")
 
   def micro_kernel(self, s: Matmul) -> str:

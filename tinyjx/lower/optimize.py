@@ -150,10 +150,10 @@ def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int, di
 
   Which operand is x is `as_matmul`'s (`_packed_orientation`: the output's contiguous axis along the tile's columns,
   unless turning the tile pads far fewer products). An x that is one load contiguous along the contraction (`rows`,
-  see `_rows_in_place`) is read in place, a block of rows at a time, chunked or not (`x_rows`), unless it streams in
-  panels (`x_panels`): packing it is a pass over x (a transpose, 1 ms of a 1024 matmul's 7.7 on the Xeon) and a
-  barrier, and the micro-kernel reads a block's rows from cache as fast as a packed panel (the 1024 matmul 11%
-  faster, 512 x 784 x 512 18%, 4096 x 1024 x 256 40%).
+  see `_rows_in_place`) is read in place, a block of rows at a time, chunked or not, whole or streaming (`x_rows`):
+  packing it is a pass over x (a transpose, 1 ms of a 1024 matmul's 7.7 on the Xeon) and a barrier, and the
+  micro-kernel reads a block's rows from cache as fast as a packed panel (kernels alone: the 1024 matmul 11% faster,
+  512 x 784 x 512 18%, 4096 x 1024 x 256 40%; streaming, with y packed whole, 8192 x 1024 x 64 35%).
 
   A `direct` plan (x a sliding window that `direct_fits`, in runs of `run` consecutive rows) reads x in place
   (`_direct_rows` rows a tile) and packs only y: whole where it is
@@ -180,14 +180,13 @@ direct=False, group=4, x_rows=False)
   x_panels = m * k * size > PACK_CACHE and n * k * size <= PACK_CACHE
   whole_rows, panel_rows, inner = (n, m, k // outer) if x_panels else (m, n, k // outer)
   chunked = k > 2 * KC_TARGET and outer > 1 and (whole_rows + 16) * 32 * size <= PACK_CACHE
-  in_place = rows and not x_panels
-  if not chunked: return MatmulPlan(mr, nr, vector_bytes, x_panels, chunk=outer, x_rows=in_place)
+  if not chunked: return MatmulPlan(mr, nr, vector_bytes, x_panels, chunk=outer, x_rows=rows)
   per, chunks = _chunks(outer, inner)
   split = -(-panel_rows // 32) < 4 and chunks >= 4 * SPLIT_GROUPS
-  if split: return MatmulPlan(mr, nr, vector_bytes, x_panels, True, per, chunks, SPLIT_GROUPS, x_rows=in_place)
+  if split: return MatmulPlan(mr, nr, vector_bytes, x_panels, True, per, chunks, SPLIT_GROUPS, x_rows=rows)
   panels = -(-panel_rows // (mr if x_panels else nr))
   group = next(g for g in (8, 4, 2, 1) if panels >= GROUP_WORK * g or g == 1)
-  return MatmulPlan(mr, nr, vector_bytes, x_panels, True, per, chunks, group=group, x_rows=in_place)
+  return MatmulPlan(mr, nr, vector_bytes, x_panels, True, per, chunks, group=group, x_rows=rows)
 
 def window_reuse(u: UOp, own: list, kvars: list) -> float:
   """How many times operand `u` reads each element it reads, where it is one unmasked load at an index affine in
