@@ -163,10 +163,9 @@ class MatmulEmitter:
     outer, inner = _contraction(s)
     ib, jb = ("bb", "sb") if panels_of_x else ("sb", "bb")
     wptr = f"{wbuf} + sb * {wblk} * K" + (f" + k0 * {wblk}" if chunked else "")
-    in_place = f"b{s.x.src[0].arg}" + (" + k0" if chunked else "") + f", roff + {{}} * {mr}"   # x by its rows' table
-    if plan.x_rows and not panels_of_x: wbuf, wptr = 'roff', in_place.format("sb")
+    if plan.x_rows and not panels_of_x: wbuf, wptr = 'roff', self.rows_ptr(s, "sb")
     a_ptr, b_ptr = ("panel", wptr) if panels_of_x else (wptr, "panel")
-    if plan.x_rows and panels_of_x: a_ptr = in_place.format("bb")        # (x streams in place, y is packed whole)
+    if plan.x_rows and panels_of_x: a_ptr = self.rows_ptr(s, "bb")      # (x streams in place, y is packed whole)
     frees = [wbuf] + (['roff'] if plan.x_rows and panels_of_x else [])
     lines += [f"{pad}{{",
               f"{pad}  const int64_t M = {s.m}, N = {s.n}, K = {s.k};",
@@ -209,6 +208,11 @@ class MatmulEmitter:
     """The streamed side `part` is x read in place (`x_rows` with `x_panels`): no panel of it is packed."""
     return part == 'a' and s.plan.x_rows
 
+  def rows_ptr(self, s: Matmul, block: str) -> str:
+    """`TJX_MICRO_ROWS`'s x arguments for block `block` (a C expression) of x read in place: x (from the chunk's first
+    contraction row k0) and the block's rows in the table of row offsets."""
+    return f"b{s.x.src[0].arg}" + (" + k0" if s.plan.chunked else "") + f", roff + {block} * {s.plan.mr}"
+
   def grouped_chunks(self, s: Matmul, lines: list, pad: str, part: str, ptrs: tuple, chunk: tuple, ids: tuple,
                      frees: list):
     """The chunked packed path: the parallel work is a group of `plan.group` panels of the streamed side; per chunk
@@ -222,14 +226,14 @@ class MatmulEmitter:
     outer, per, inner = chunk
     size = per * inner * (plan.mr if part == 'a' else plan.nr)      # elements of one packed panel of a chunk
     a_ptr, b_ptr = (f"{p} + g * {size}" if p == "panel" else p for p in ptrs)
-    if self.in_place(s, part): a_ptr = a_ptr.replace("roff + bb", f"roff + (bg * {g} + g)")
+    if self.in_place(s, part): a_ptr = self.rows_ptr(s, f"(bg * {g} + g)")
     lines += [f"{pad}  {t}* cl = tjx_alloc({g} * {other} * {tile} * sizeof({t}));",
               "#pragma omp for schedule(static)",
               f"{pad}  for (int64_t bg = 0; bg < ({nblocks} + {g - 1}) / {g}; bg++) {{",
               f"{p2}const int64_t gn = {nblocks} - bg * {g} < {g} ? {nblocks} - bg * {g} : {g};",
               f"{p2}for (int64_t cc = 0; cc < {plan.chunks}; cc++) {{",
               *_chunk_bounds(p3, per, outer, inner)]
-    if self.in_place(s, part): pass
+    if self.in_place(s, part): pass                                 # (x read in place: nothing to pack)
     elif self.packs_rows(s, part):
       lines += [f"{p3}for (int64_t g = 0; g < gn; g++) {{", f"{p3}  const int64_t bb = bg * {g} + g;",
                 f"{p3}  {t}* dst = panel + g * {size};"]
