@@ -247,8 +247,6 @@ def _joins(n: UOp, item: KernelItem, reads: dict, position: dict, here: int) -> 
   first = item.outs[0]
   if n.shape != first.shape or len(item.outs) >= MAX_OUTPUTS or first.op in OWN_KERNEL or first.op is Ops.REDUCE:
     return False
-  # (a contraction's epilogue, `_activation`, is a matmul kernel: it writes one output, and no other kernel takes it)
-  if any(_is_contraction(u) for o in (n, first) for u in _region(o, reads[o])): return False
   if not reads[n] & set().union(set(item.outs), *(reads[o] for o in item.outs)): return False
   late = [d for d in reads[n] if position.get(d, -1) >= here and d not in item.outs and d not in item.inline]
   if not all(_recomputable(d, reads, position, here) for d in late): return False
@@ -283,7 +281,7 @@ def schedule(roots: list, forced: set = frozenset()) -> list:
   [['REDUCE'], ['ARGSORT']]
   """
   m = decide_buffers(roots, set(forced))
-  items, steps, position, reads = [], {}, {}, {}
+  items, steps, position, reads, sealed = [], {}, {}, {}, set()
   for n in toposort(roots):
     if n not in m: continue
     if n.op is Ops.GETITEM:
@@ -296,13 +294,17 @@ def schedule(roots: list, forced: set = frozenset()) -> list:
       items.append(steps[n])
     else:
       reads[n] = _reads(n, m)
-      if n.op not in OWN_KERNEL and n.op is not Ops.REDUCE:
+      # a contraction's epilogue (`_activation`) is a matmul kernel: it writes one output, and joins no other kernel
+      epilogue = n.op is not Ops.REDUCE and any(_is_contraction(u) for u in _region(n, reads[n]))
+      if n.op not in OWN_KERNEL and n.op is not Ops.REDUCE and not epilogue:
         target = next((i for i in range(len(items) - 1, max(len(items) - 16, 0) - 1, -1)
-                       if isinstance(items[i], KernelItem) and _joins(n, items[i], reads, position, i)), None)
+                       if isinstance(items[i], KernelItem) and items[i] not in sealed and
+                       _joins(n, items[i], reads, position, i)), None)
         if target is not None:
           items[target].outs.append(n)
           position[n] = target
           continue
       position[n] = len(items)
       items.append(KernelItem([n]))
+      if epilogue: sealed.add(items[-1])
   return items
