@@ -281,12 +281,15 @@ def _planned(kernel, vector_bytes: int):
 def test_the_matmul_plan_is_chosen_in_optimize_and_carried_on_the_statement(vector_bytes):
   """Tiles follow the device's vector width (two vectors of columns; 12 rows with 32 vector registers, 6 with 16, so
   the accumulators, two loads of y and a broadcast of x stay in registers); which side is whole, the chunks and
-  the split follow the shape and do not depend on the width."""
+  the split follow the shape and do not depend on the width: a contraction over 512 rows runs in chunks of about
+  KC_MATMUL (512) rows; a split one (few panels, many chunks), in chunks of KC_TARGET (256)."""
   F64 = dtypes.float64
   cases = [((96, 130, (70,), F32), dict(x_panels=False, chunked=False, chunk=70, chunks=1, split_groups=0)),
            ((3000, 20, (300,), F32), dict(x_panels=True, chunked=False, chunk=300, chunks=1, split_groups=0)),
-           ((200, 150, (1500,), F32), dict(x_panels=False, chunked=True, chunk=250, chunks=6, split_groups=0)),
-           ((200, 150, (10, 100), F64), dict(x_panels=False, chunked=True, chunk=2, chunks=5, split_groups=0)),
+           ((200, 150, (512,), F32), dict(x_panels=False, chunked=False, chunk=512, chunks=1, split_groups=0)),
+           ((200, 150, (600,), F32), dict(x_panels=False, chunked=True, chunk=300, chunks=2, split_groups=0)),
+           ((200, 150, (1500,), F32), dict(x_panels=False, chunked=True, chunk=500, chunks=3, split_groups=0)),
+           ((200, 150, (10, 100), F64), dict(x_panels=False, chunked=True, chunk=5, chunks=2, split_groups=0)),
            ((40, 20, (30000,), F32), dict(x_panels=False, chunked=True, chunk=255, chunks=118, split_groups=16))]
   for (m, n, ks, dt), want in cases:
     _, mm = _planned(_matmul_kernel("k0", m, n, ks, dt), vector_bytes)
