@@ -705,25 +705,32 @@ def test_a_small_x_read_in_place_by_rows_matches_numpy(cpu, m, k, n):
         np.testing.assert_allclose(np.asarray(tinyjx.jit(f)(a, y)), ref, rtol=tol, atol=tol * np.sqrt(k),
                                    err_msg=dt.__name__)
 
-@pytest.mark.parametrize('m, k, n', [(512, 64, 10), (257, 33, 7), (10, 40, 300), (33, 255, 9), (7, 31, 257)])
+@pytest.mark.parametrize('m, k, n', [(512, 64, 10), (257, 33, 7), (10, 40, 300), (33, 255, 9), (7, 31, 257),
+                                     (3000, 300, 10), (1001, 257, 7)])
 def test_a_thin_result_is_tiled_turned_and_matches_numpy(cpu, m, k, n):
   """A result with few columns (a batch's logits) is tiled turned, x and y swapped, so its few columns run along a
-  tile's 12 rows and not its 32 columns (`pads_less_turned`); a result with few rows keeps them on the rows. The
-  forward with a bias and ReLU, and the weight gradient, whose result is thin the other way, give numpy's result in
-  float32 and float64, x given transposed or not."""
+  tile's 12 rows and not its 32 columns (`pads_less_turned`); a result with few rows keeps them on the rows; and a
+  big x whose rows run along the contraction keeps its orientation, streaming in place, not packed (the last two
+  shapes' forward). The forward with a bias and ReLU, and the weight gradient, whose result is thin the other way,
+  give numpy's result in float32 and float64, x given transposed or not."""
   from tinyjx.lower import optimize
+  def streams(rows, cols, size):   # (x in place, big; y packed whole: optimize.plan_matmul's x_panels)
+    return rows * k * size > optimize.PACK_CACHE and cols * k * size <= optimize.PACK_CACHE
   rng = np.random.default_rng(m + 3 * k + 7 * n)
   for dt, tol in ((np.float32, 1e-4), (np.float64, 1e-11)):
     a, w, b = (rng.standard_normal(s).astype(dt) for s in ((m, k), (k, n), (n,)))
     g = rng.standard_normal((m, n)).astype(dt)
-    cases = [(lambda a, w, b: jnp.maximum(a @ w + b, 0), (a, w, b), np.maximum(a.astype(np.float64) @ w + b, 0), (m, n)),
-             (lambda at, w, b: at.T @ w + b, (a.T.copy(), w, b), a.astype(np.float64) @ w + b, (m, n)),
-             (lambda a, g: a.T @ g, (a, g), a.T.astype(np.float64) @ g, (k, n))]
+    cases = [(lambda a, w, b: jnp.maximum(a @ w + b, 0), (a, w, b), np.maximum(a.astype(np.float64) @ w + b, 0), (m, n),
+              True),
+             (lambda at, w, b: at.T @ w + b, (a.T.copy(), w, b), a.astype(np.float64) @ w + b, (m, n), False),
+             (lambda a, g: a.T @ g, (a, g), a.T.astype(np.float64) @ g, (k, n), False)]
     with tinyjx.Context(JAX_ENABLE_X64=True, TINYJX_DEVICE='CPU'):
-      for f, args, want, (rows, cols) in cases:
+      for f, args, want, (rows, cols), in_place in cases:
         source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(*args)).source
-        turned = optimize.pads_less_turned(rows, cols, np.dtype(dt), cpu.vector_bytes)
+        kept = in_place and streams(rows, cols, np.dtype(dt).itemsize)
+        turned = optimize.pads_less_turned(rows, cols, np.dtype(dt), cpu.vector_bytes) and not kept
         if (rows, cols, dt) == (512, 10, np.float32): assert turned      # (with 16- and 32-column tiles alike)
+        if in_place and (rows, cols) in ((3000, 10), (1001, 7)): assert kept and 'tjx_mmr_f' in source and 'free(pb);' in source
         assert (f"M = {cols}, N = {rows}," if turned else f"M = {rows}, N = {cols},") in source, (rows, cols, turned)
         np.testing.assert_allclose(np.asarray(tinyjx.jit(f)(*args)), want, rtol=tol, atol=tol * np.sqrt(k),
                                    err_msg=f"{rows}x{cols} {dt.__name__}")
