@@ -189,6 +189,26 @@ def test_a_layers_bias_and_relu_are_the_epilogue_of_its_matmul(cpu, pre_activati
     want = g(*map(jnp.asarray, (w1, b1, w2, b2, x)))
   for a, b in zip(run(exe, w1, b1, w2, b2, x), want): np.testing.assert_allclose(a, np.asarray(b), rtol=2e-4, atol=2e-4)
 
+def test_a_relus_gradient_mask_is_the_epilogue_of_the_matmul_below_it(cpu):
+  """In the backward pass of a three-layer MLP, each hidden ReLU's gradient `where(0 < h, dz @ w.T, 0)` is stored by
+  the kernel of that matmul, its mask read at the store's own index (io + jo), so the next gradient matmul reads it
+  in place (`tjx_mmr`) and the weight and bias gradients read one buffer, not two; the gradients match PYTHON."""
+  x, w1, b1, w2, b2, w3 = (rand(200, 70), rand(70, 64, seed=1), rand(64, seed=2), rand(64, 64, seed=3),
+                           rand(64, seed=4), rand(64, 48, seed=5))
+  def loss(w1, b1, w2, b2, w3, x):
+    return jnp.sum(jnp.tanh(nn.relu(nn.relu(x @ w1 + b1) @ w2 + b2) @ w3))
+  g = tinyjx.grad(loss, argnums=(0, 1, 2, 3, 4))
+  exe = compiled(cpu, g, w1, b1, w2, b2, w3, x)
+  src = exe.source
+  masked = r'b\d+\[\(io \+ jo\)\] = \(\(0\.0f < b\d+\[\(io \+ jo\)\]\) \? cv : 0\.0f\);'
+  kernels = [src[src.index(f'void k{i}_'):src.index(f'void tjx_kernel_{i}(')] for i in range(len(exe.kernels))]
+  stores = [k for k in kernels if re.search(masked, k)]
+  assert len(stores) == 2 and any('tjx_mmr_f32' in k for k in stores)     # dz2, then dz1 from dz2 read in place
+  with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
+    want = g(*map(jnp.asarray, (w1, b1, w2, b2, w3, x)))
+  for a, b in zip(run(exe, w1, b1, w2, b2, w3, x), want):
+    np.testing.assert_allclose(a, np.asarray(b), rtol=2e-4, atol=2e-4)
+
 def test_an_epilogue_kernel_takes_no_other_output(cpu):
   """An Adam step of an MLP whose batch is its width (h1 has w2's shape): the elementwise updates of that shape must
   not join relu(x @ w1 + b1)'s kernel (horizontal fusion), which is a matmul's and writes one output; both hidden

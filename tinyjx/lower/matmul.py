@@ -419,7 +419,10 @@ class MatmulEmitter:
     whose rows are consecutive in the output then stores each column as one run of MR elements."""
     mr, nr = s.plan.mr, s.plan.nr
     split = _split_index(s.store.idx)
-    st = s.store if split is None else Store(s.store.buf, sym.add(_IO, _JO), s.store.value, s.store.valid)
+    # (an epilogue that loads another array at the store's own index, the mask of a ReLU's gradient, reads it at
+    # io + jo too: through the kernel's index it would divide per element)
+    at = {s.store.idx: sym.add(_IO, _JO)}
+    st = s.store if split is None else Store(s.store.buf, at[s.store.idx], s.store.value.substitute(at), s.store.valid)
     store = self.scoped(lambda out: self.stmt(st, out, len(p) // 2 + 3), p + "    ")
     # a whole tile where the tiles divide the output (constant bounds: the store loops unroll and vectorize)
     lines += [f"{p}const int64_t rows = " + (f"M - {ib} * {mr} < {mr} ? M - {ib} * {mr} : {mr};" if s.m % mr else
