@@ -730,7 +730,8 @@ def test_a_thin_result_is_tiled_turned_and_matches_numpy(cpu, m, k, n):
         kept = in_place and streams(rows, cols, np.dtype(dt).itemsize)
         turned = optimize.pads_less_turned(rows, cols, np.dtype(dt), cpu.vector_bytes) and not kept
         if (rows, cols, dt) == (512, 10, np.float32): assert turned      # (with 16- and 32-column tiles alike)
-        if in_place and (rows, cols) in ((3000, 10), (1001, 7)): assert kept and 'tjx_mmr_f' in source and 'free(pb);' in source
+        if in_place and (rows, cols) in ((3000, 10), (1001, 7)):
+          assert kept and 'tjx_mmr_f' in source and 'free(pb);' in source
         assert (f"M = {cols}, N = {rows}," if turned else f"M = {rows}, N = {cols},") in source, (rows, cols, turned)
         np.testing.assert_allclose(np.asarray(tinyjx.jit(f)(*args)), want, rtol=tol, atol=tol * np.sqrt(k),
                                    err_msg=f"{rows}x{cols} {dt.__name__}")
@@ -1178,6 +1179,24 @@ def test_a_float32_to_int_cast_compares_in_float32_and_saturates_as_the_float64_
   want = [0 if v != v else info.max if v >= info.max else info.min if v <= info.min else int(v) for v in x.tolist()]
   np.testing.assert_array_equal(got, via64)
   assert got.tolist() == want
+
+def test_a_short_sum_its_enclosing_loop_carries_is_kept_from_the_vectorizer(cpu):
+  """The kernel gradient of a 1 x 1 convolution with stride 2 and padding under a ReLU sums, over the output's
+  positions, terms that read x at stride 2 and select on the ReLU; its loop over the 3 columns of a row carries the
+  sum of the whole gradient. GCC 12 unrolled that loop into a chain of three in-order sums and then vectorized the
+  loop over rows wrongly (-0.46 for 0.97: tests/test_contraction_fuzz.py found it). The short loop now keeps
+  TJX_KEEP_LOOP, and the jitted gradient is the reference's."""
+  from tinyjx import lax
+  rng = np.random.default_rng(0)
+  x, k = rng.standard_normal((1, 1, 4, 5)).astype(np.float32), rng.standard_normal((1, 1, 1, 1)).astype(np.float32)
+  ct = rng.standard_normal((1, 1, 7, 3)).astype(np.float32)
+  def loss(x, k): return jnp.sum(jnp.maximum(lax.conv_general_dilated(x, k, (1, 2), [(1, 2), (0, 1)]), 0) * ct)
+  g = tinyjx.grad(loss, argnums=1)
+  exe = cpu.compile_jaxpr(tinyjx.make_jaxpr(g)(x, k))
+  assert re.search(r"TJX_KEEP_LOOP\n *for \(int64_t i\d+ = 0; i\d+ < 3;", exe.source), exe.source
+  xp = np.pad(x[0, 0].astype(np.float64), ((1, 2), (0, 1)))[:, ::2]
+  want = np.sum(ct[0, 0] * (xp * k.item() > 0) * xp)
+  np.testing.assert_allclose(_run_exe(exe, x, k)[0].ravel(), [want], rtol=1e-5)
 
 def test_a_short_loop_around_other_loops_is_not_kept_from_the_vectorizer(cpu, tmp_path):
   """TJX_KEEP_LOOP (the prelude's guard against a GCC bug) goes only before short elementwise loops: a size-1 loop

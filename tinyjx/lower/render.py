@@ -146,10 +146,16 @@ class CRenderer(MatmulEmitter):
   def loop_open(self, s: Loop, pad: str) -> list:
     """The lines that open loop `s` (closed by one `}`): a C for loop, with the OpenMP pragma it needs."""
     pragma = self.parallel_for(s) if s.parallel else (self.simd_reduction(s) if s.acc is not None else "")
-    if not pragma and self.short_loop_guard and self.loops_open and s.acc is None and s.size <= SHORT_LOOP and \
-       not any(isinstance(b, Loop) for b in s.body):
-      # see TJX_KEEP_LOOP in the prelude: a compiler bug kept away. Only an elementwise loop: a short loop around
-      # other loops (a size-1 loop around a matvec's row sum) kept so stops GCC vectorizing the loops inside it
+    # a reduction the enclosing loop carries on (its accumulator declared further out): unrolled, its updates are a
+    # chain of in-order sums in that loop, which GCC 12 vectorizes wrongly where the terms read strided and select
+    # (a padded, strided convolution's ReLU gradient summed over its positions; tests/test_contraction_fuzz.py)
+    carried = s.acc is not None and s.acc not in self.scopes[-1].defines
+    if not pragma and self.short_loop_guard and self.loops_open and (s.acc is None or carried) and \
+       s.size <= SHORT_LOOP and not any(isinstance(b, Loop) for b in s.body):
+      # see TJX_KEEP_LOOP in the prelude: a compiler bug kept away. Only an elementwise loop or a carried sum: a
+      # short loop around other loops (a size-1 loop around a matvec's row sum) kept so stops GCC vectorizing the
+      # loops inside it, and a sum per output (its accumulator declared in the enclosing loop) vectorizes across
+      # the outputs, correctly
       pragma = pad + self.short_loop_guard
     v = self.name(s.var)
     flag = [f"{pad}int {self.name(s.acc)}_nan = {self.name(s.acc)} != {self.name(s.acc)};"] \
