@@ -144,6 +144,32 @@ def op_matmul(p, r, i):
     return Stmt("jnp.dot({0}, {1})", (i, j), (), 'float32')
   return None
 
+def op_conv(p, r, i):
+  """lax.conv_general_dilated (NCH.., OIH..) of a value read as a batch of 1-D or 2-D images (a 2-D value as one
+  image of one channel or a 1-D image of its rows as channels), stride 1 or 2, 'SAME' or 'VALID', a dilation, a feature group; the kernel is a fixed
+  pattern scaled by the mean of some float value, so gradients reach that value too."""
+  shape = p.avals[i][0]
+  if len(shape) == 1: img = (1, 1) + shape                                     # one 1-D image of one channel
+  elif len(shape) == 2: img = r.choice([(1, 1) + shape, (1,) + shape])       # a 2-D image, or a 1-D one of channels
+  elif len(shape) in (3, 4): img = shape
+  else: return None
+  text = "{0}" if img == shape else "{0}.reshape(%s)" % (img,)
+  n, c, spatial = img[0], img[1], img[2:]
+  if min(spatial) < 2: return None
+  groups = 2 if c % 2 == 0 and r.random() < 0.3 else 1
+  o = groups * r.randint(1, 2)
+  ks = tuple(r.randint(1, min(3, s)) for s in spatial)
+  strides, padding = tuple(r.choice([1, 1, 2]) for _ in spatial), r.choice(['SAME', 'VALID'])
+  dil = tuple(2 if k >= 2 and 2 * k - 1 <= s and r.random() < 0.4 else 1 for k, s in zip(ks, spatial))
+  window = [(k - 1) * d + 1 for k, d in zip(ks, dil)]
+  out = tuple(-(-s // st) if padding == 'SAME' else (s - w) // st + 1 for s, w, st in zip(spatial, window, strides))
+  if min(out) < 1 or n * o * math.prod(out) > MAX_SIZE: return None
+  kshape = (o, c // groups) + ks
+  j = r.choice(floats(p))
+  kernel = f"jnp.cos(jnp.arange({math.prod(kshape)}, dtype=jnp.float32).reshape({kshape})) * jnp.mean({{1}})"
+  return Stmt(f"lax.conv_general_dilated({text}, {kernel}, {strides}, '{padding}', rhs_dilation={dil}, "
+              f"feature_group_count={groups})", (i, j), (n, o) + out, 'float32')
+
 def op_control(p, r, i, reverse: bool):
   shape, dt = p.avals[i]
   j = r.choice(same_shape(p, i))                        # a closed-over value
@@ -190,7 +216,7 @@ def op_half(p, r, i):
   return Stmt(text, (i, r.choice(same_shape(p, i))), shape, 'float16')
 
 FLOAT_OPS = [(op_unary, 6), (op_binary, 6), (op_reduce, 3), (op_along, 2), (op_movement, 4), (op_index, 2),
-             (op_matmul, 2), (op_random, 1)]
+             (op_matmul, 2), (op_conv, 3), (op_random, 1)]
 
 def draw_stmt(p: Program, r: random.Random, reverse: bool) -> Stmt | None:
   kinds = [(f, w) for f, w in FLOAT_OPS] + [('control', 2)]

@@ -35,7 +35,8 @@ def test_every_transform_and_op_family_is_drawn():
   assert {None, 0, 1, -1, ('int', 0), ('int', -1)} <= axes  # in_axes of every form: per argument, None, one int
   blob = "\n".join(texts)
   for piece in ('lax.fori_loop', 'lax.cond', 'lax.scan', 'lax.while_loop', 'lax.switch', 'jax.random', '@',
-                '.at[', 'jnp.sum', 'jnp.transpose', 'jnp.einsum', 'jnp.concatenate', '[jnp.array('):
+                '.at[', 'jnp.sum', 'jnp.transpose', 'jnp.einsum', 'jnp.concatenate', '[jnp.array(',
+                'lax.conv_general_dilated', 'feature_group_count=2', 'rhs_dilation=(2'):
     assert piece in blob, piece
 
 def test_a_wrong_rule_is_caught_and_shrunk(monkeypatch, cpu):
