@@ -111,7 +111,7 @@ def _activation(c: UOp, users: dict, m: set, order: dict) -> UOp:
   Where c is a plain matmul (no operand a window view), a source may also be a few elementwise nodes over buffers
   (`_of_buffers`): the backward pass's `where(0 < h, dz @ w.T, 0)`, the mask of a ReLU h, is then stored by the
   matmul's kernel, and its readers (the next gradient matmuls, a bias's sum) read one buffer, the first of them in
-  place (the MLP step 2.4% faster). A convolution keeps such masks out: its tiles are stored column by column, and
+  place (the MLP step 1-2% faster). A convolution keeps such masks out: its tiles are stored column by column, and
   reading the mask that way cost the input gradient of mnist's second convolution 10-18%, twice what its two
   readers saved."""
   region, grew, masks = {c}, True, not _repeated_views(c)
