@@ -473,6 +473,8 @@ def fuzz(count: int, seed: int, device: str = 'CPU', report=print) -> dict:
     p = generate(r, seed * 100_003 + k)
     if shapes_through(p, p.transforms) is None:
       p = dataclasses.replace(p, transforms=[])
+    if device not in ('CPU', 'PYTHON'):   # (one device of its kind, where pmap maps DEVICES: the same axes vmapped)
+      p = dataclasses.replace(p, transforms=[('vmap',) + t[1:] if t[0] == 'pmap' else t for t in p.transforms])
     ref, got = run(p, 'PYTHON'), run(p, device)
     stats['programs'] += 1
     if ref.error is not None and got.error is not None and type(ref.error) is type(got.error):
