@@ -8,7 +8,6 @@ convolutions of any stride, padding and dilation, whose windows are x of a direc
 weight gradient, chunked or split). Every result is the same bits on one thread and on three (`TINYJX_THREADS`):
 plans never let the thread count change a sum's order."""
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 import tinyjx
 import tinyjx.numpy as jnp

@@ -186,7 +186,8 @@ class MatmulEmitter:
                 f"{p2}{t}* dst = {wbuf} + bb * {wblk} * K;"]
       self.pack_panel(s, whole, lines, p2)
       lines.append(f"{pad}  }}")
-    lines.append(f"{pad}  {t}* panel = tjx_alloc({plan.group * pblk} * {plan.chunk * inner} * sizeof({t}));")
+    alloc = "NULL" if self.in_place(s, part) else f"tjx_alloc({plan.group * pblk} * {plan.chunk * inner} * sizeof({t}))"
+    lines.append(f"{pad}  {t}* panel = {alloc};")               # (x streaming in place packs no panel)
     chunk = (outer, plan.chunk, inner)
     if plan.split_groups:
       self.split_k(s, lines, pad, part, a_ptr, b_ptr, t, chunk, ib, jb, frees)
