@@ -235,6 +235,36 @@ def test_an_epilogue_kernel_takes_no_other_output(cpu):
     want = step(*map(jnp.asarray, args))
   for a, b in zip(run(exe, *args), want): np.testing.assert_allclose(a, np.asarray(b), rtol=2e-4, atol=2e-5)
 
+def test_an_adam_update_is_the_epilogue_of_its_weight_gradient(cpu):
+  """An Adam step with bias correction (a step counter t, itself an output): each weight gradient is a matmul whose
+  kernel writes the new parameter and both moments from its tiles (`_shared_epilogue`; the gradient gets no buffer),
+  its tiles in rows (`by_rows`) where the plan packs x whole; the step matches PYTHON."""
+  shapes = [(300, 128), (128,), (128, 96), (96,)]
+  ps = [rand(*sh, seed=i) * 0.1 for i, sh in enumerate(shapes)]
+  x, y = rand(256, 300, seed=9), rand(256, 96, seed=8)
+  def loss(ps, x, y): return jnp.mean((nn.relu(x @ ps[0] + ps[1]) @ ps[2] + ps[3] - y) ** 2)
+  def step(ps, m, v, t, x, y):
+    g, t = tinyjx.grad(loss)(ps, x, y), t + 1
+    m = [0.9 * m_ + 0.1 * g_ for m_, g_ in zip(m, g)]
+    v = [0.999 * v_ + 0.001 * g_ * g_ for v_, g_ in zip(v, g)]
+    return [p - 1e-3 * (m_ / (1 - 0.9 ** t)) / (jnp.sqrt(v_ / (1 - 0.999 ** t)) + 1e-8)
+            for p, m_, v_ in zip(ps, m, v)], m, v, t
+  m0 = [rand(*sh, seed=20 + i) * 0.01 for i, sh in enumerate(shapes)]
+  v0 = [np.abs(rand(*sh, seed=30 + i)) * 0.01 for i, sh in enumerate(shapes)]
+  args = (ps, m0, v0, np.float32(3), x, y)
+  exe = compiled(cpu, step, *args)
+  src = exe.source
+  kernels = [src[src.index(f'void k{i}_'):src.index(f'void tjx_kernel_{i}(')] for i in range(len(exe.kernels))]
+  fused = [k for k in kernels if 'tjx_mm' in k and 'sqrtf' in k]
+  assert len(fused) == 2 and all(len(re.findall(r'b\d+\[\(io \+ jo\)\] =', k)) >= 3 for k in fused)
+  assert any('panels + bb *' in k for k in fused)
+  flat = lambda tree: [np.asarray(a) for a in tinyjx.tree_util.tree_leaves(tree)]
+  with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
+    want = flat(step(*tinyjx.tree_util.tree_map(jnp.asarray, args)))
+  got = run(exe, *flat(args))
+  for a, b in zip(got, want): np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-6)
+  for a, b in zip(flat(tinyjx.jit(step)(*args)), got): np.testing.assert_array_equal(a, b)
+
 @pytest.mark.parametrize('other_use', [None, 'x is an output', 'x read again'])
 def test_relu_masks_gives_the_same_bits_and_needs_x_used_only_by_the_relu(cpu, other_use):
   """The rewritten mask, 0 < relu(x), is 0 < x for NaN, -0.0, 0.0, infinities and tiny values; it applies only where

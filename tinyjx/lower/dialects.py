@@ -240,7 +240,7 @@ class OpenCLRenderer(CRenderer):
               f"mj = {self.name(s.tj)} * {s.tn} + tx + q * {th};",
               f"{p}  const {t} cv = tjx_c[r][q];",
               f"{p}  if (mi < {s.m} && mj < {s.n}) {{",
-              *self.scoped(lambda out: self.stmt(s.store, out, len(p) // 2 + 2), p + "    "),
+              *self.scoped(lambda out: [self.stmt(st, out, len(p) // 2 + 2) for st in s.stores], p + "    "),
               f"{p}  }}", f"{p}}}", f"{pad}}}"]
 
   def stage(self, s: TiledMatmul, which: str, lines: list, pad: str) -> None:

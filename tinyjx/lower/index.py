@@ -100,7 +100,8 @@ class MatmulPlan:
 @dataclass(eq=False)
 class Contraction:
   """out = epilogue(sum_k x * y) over an m x n output and a contraction of k: what a matmul statement of any device
-  (`Matmul` on a CPU, `optimize_gpu.TiledMatmul` on a GPU) computes; `store` writes one result `cv`."""
+  (`Matmul` on a CPU, `optimize_gpu.TiledMatmul` on a GPU) computes; `store` writes one result `cv`, and `also`
+  writes more outputs at the same index (an optimizer's update of a weight gradient: the parameter and its moments)."""
   m: int
   n: int
   k: int
@@ -108,6 +109,9 @@ class Contraction:
   y: UOp
   store: Store
   dtype: object
+  also: list = field(default_factory=list, kw_only=True)
+  @property
+  def stores(self) -> list: return [self.store, *self.also]
   @property
   def work(self) -> int: return 2 * self.m * self.n * self.k
 
@@ -148,6 +152,14 @@ class Kernel:
   local_size: tuple | None = None                  # work items per work group (None: not shaped yet)
   groups: bool = False                             # a grid point is a work group (its threads share it), not an item
   strided: dict = field(default_factory=dict)      # id(loop) -> (first value, step): a loop split over threads
+
+def is_reduce_then_store(stmts: list, several: bool = False) -> bool:
+  """[Decl(acc), the reduce loops, Store]: the innermost body of a reduction kernel; with `several`, also more stores
+  at the first one's index (a weight gradient's optimizer update writes the parameter and its moments)."""
+  if len(stmts) < 3 or not isinstance(stmts[0], Decl) or not isinstance(stmts[1], Loop): return False
+  stores = stmts[2:]
+  return all(isinstance(st, Store) and st.idx is stores[0].idx and st.valid is stores[0].valid for st in stores) and \
+    (len(stores) == 1 or several)
 
 # --- helpers ---
 def strides(shape) -> list[int]:

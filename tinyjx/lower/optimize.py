@@ -42,7 +42,7 @@ from tinyjx.uop import UOp, Ops, GroupOp, toposort, substitute
 from tinyjx.lower import symbolic as sym
 from tinyjx.lower.prelude import FAST_F32
 from tinyjx.lower.index import (Loop, Decl, Update, Store, Sort, Kernel, Matmul, MatmulPlan, Local, Assign, unflatten,
-                                strides)
+                                strides, is_reduce_then_store)
 from tinyjx.lower.symbolic import IDX
 
 PARALLEL_WORK = 1 << 16          # below this many operations a parallel region costs more than it saves
@@ -89,10 +89,6 @@ def mark_parallel(k: Kernel, device=None) -> None:
   if any(isinstance(s, Loop) and s.parallel for s in k.body): return
   for s in k.body:
     if isinstance(s, Loop) and not s.serial and s.size > 1 and work([s]) >= PARALLEL_WORK: s.parallel = True
-
-def _is_reduce_then_store(stmts: list) -> bool:
-  """[Decl(acc), the reduce loops, Store]: the innermost body of a reduction kernel."""
-  return len(stmts) == 3 and isinstance(stmts[0], Decl) and isinstance(stmts[1], Loop) and isinstance(stmts[2], Store)
 
 def _perfect_nest(stmts: list) -> tuple[list, list]:
   """The loops of a chain where each loop holds only the next one, and the innermost body."""
@@ -241,7 +237,7 @@ def as_matmul(k: Kernel, device=None) -> None:
 def _matmul_nest(k: Kernel, vector_bytes: int):
   """The statements of `as_matmul`, or None where the kernel is no big enough sum of products."""
   loops, inner = _perfect_nest(k.body)
-  if not _is_reduce_then_store(inner): return None
+  if not is_reduce_then_store(inner, several=True): return None
   acc, store = inner[0].acc, inner[2]
   red, body = _perfect_nest([inner[1]])
   if acc.arg[1] is not Ops.ADD or acc.dtype not in (dtypes.float32, dtypes.float64): return None
@@ -261,7 +257,8 @@ def _matmul_nest(k: Kernel, vector_bytes: int):
   if si.arg[1] * sj.arg[1] * kn < MATMUL_MIN_WORK or kn < MATMUL_MIN_K: return None
   cv = UOp(Ops.SPECIAL, acc.dtype, (), ('cv', 0))
   out_map = {**mi, **mj, acc: cv}
-  new_store = Store(store.buf, _rewrite(store.idx, out_map), _rewrite(store.value, out_map), store.valid)
+  new_store, *also = (Store(st.buf, _rewrite(st.idx, out_map), _rewrite(st.value, out_map), st.valid)
+                      for st in inner[2:])
   run = _row_run(x, iv) if direct else 0
   plan = plan_matmul(si.arg[1], sj.arg[1], kn, acc.dtype, kv[0].arg[1], vector_bytes, direct,
                      not direct and _rows_in_place(x, kv, acc.dtype), run)
@@ -271,7 +268,7 @@ def _matmul_nest(k: Kernel, vector_bytes: int):
     plan = plan_matmul(si.arg[1], sj.arg[1], kn, acc.dtype, kv[0].arg[1], vector_bytes, True, run=run)
   mm = Matmul(si.arg[1], sj.arg[1], kn, x, y, new_store, acc.dtype,
               x_k_inner=_contiguous_along(x, kv[-1], iv[-1]), y_k_inner=_contiguous_along(y, kv[-1], jv[-1]),
-              ivars=iv, jvars=jv, kvars=kv, plan=plan, skip=skip)
+              ivars=iv, jvars=jv, kvars=kv, plan=plan, skip=skip, also=also)
   batch = [Loop(l.var) for l in loops if l.var not in iv and l.var not in jv]
   stmts: list = [mm]
   for b in reversed(batch): stmts = [Loop(b.var, stmts)]
@@ -461,7 +458,7 @@ def as_column_reduction(k: Kernel, device=None) -> None:
 def _column_nest(k: Kernel):
   """The statements of `as_column_reduction`, or None where the kernel is no such reduction."""
   loops, inner = _perfect_nest(k.body)
-  if not loops or not _is_reduce_then_store(inner): return None
+  if not loops or not is_reduce_then_store(inner): return None
   acc, store = inner[0].acc, inner[2]
   red, body = _perfect_nest([inner[1]])
   if len(body) != 1 or not isinstance(body[0], Update) or not _strided_inner(body[0].value, loops[-1].var, red[-1].var):

@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from tinyjx import dtypes
 from tinyjx.uop import UOp, Ops, toposort, substitute
 from tinyjx.lower import symbolic as sym
-from tinyjx.lower.index import Loop, Decl, Update, Store, Kernel, Contraction, unflatten, load, flat_index
+from tinyjx.lower.index import (Loop, Decl, Update, Store, Kernel, Contraction, unflatten, load, flat_index,
+                                is_reduce_then_store)
 
 MAX_DIMS = 3
 GROUP = 256                # threads of a work group, where the device allows that many
@@ -359,7 +360,7 @@ def split_contraction(k: Kernel, slices: int, found: tuple, st) -> Kernel:
   tiled matmul, so there are `slices` times as many work groups). `k` then adds each output point's partials and
   stores as before (in place)."""
   from tinyjx.lower.runtime import Slot
-  loops, red, acc, store, _, _ = found
+  loops, red, acc, stores, _, _ = found
   sizes = [l.size for l in loops]
   points, outer = math.prod(sizes), [l.var for l in loops]
   taken = [l.var for l in walk(k.body) if isinstance(l, Loop)]
@@ -378,7 +379,7 @@ def split_contraction(k: Kernel, slices: int, found: tuple, st) -> Kernel:
   stage = Kernel(k.name + "_split", body, sorted(reads + [partial], key=lambda x: x.arg), (partial.arg,), k.nodes)
   p = fresh_var(k.body, slices, taken)
   add = Update(acc, load(partial, sym.add(sym.mul(p, points), flat_index(outer, sizes))))
-  loops[-1].body = [Decl(acc), Loop(p, [add], acc=acc, serial=True), store]
+  loops[-1].body = [Decl(acc), Loop(p, [add], acc=acc, serial=True), *stores]
   k.args = sorted(k.args + [partial], key=lambda x: x.arg)
   return stage
 
@@ -388,13 +389,12 @@ def spread_of(k: Kernel) -> int:
   return max([step // k.local_size[0] for _, step in k.strided.values()] + [1])
 
 def sum_of_products(k: Kernel):
-  """(output loops, contraction loops, accumulator, store, x, y) where `k` is a perfect nest of independent loops
-  around `acc = sum(x * y)` over a perfect nest of contraction loops and one store; else None."""
+  """(output loops, contraction loops, accumulator, stores, x, y) where `k` is a perfect nest of independent loops
+  around `acc = sum(x * y)` over a perfect nest of contraction loops and stores at one index (several: an optimizer's
+  update of a weight gradient); else None."""
   loops = grid_loops(k.body, most=len(list(walk(k.body))))
   inner = loops[-1].body if loops else []
-  if len(inner) != 3 or not isinstance(inner[0], Decl) or not isinstance(inner[1], Loop) or \
-     not isinstance(inner[2], Store) or not is_reduction(inner[1]) or inner[0].size:
-    return None
+  if not is_reduce_then_store(inner, several=True) or not is_reduction(inner[1]) or inner[0].size: return None
   acc, red = inner[0].acc, [l for l in walk([inner[1]]) if isinstance(l, Loop)]
   body = red[-1].body
   if acc.arg[1] is not Ops.ADD or acc.dtype not in (dtypes.float32, dtypes.float64): return None
@@ -403,7 +403,7 @@ def sum_of_products(k: Kernel):
     return None
   x, y = body[0].value.src
   if any(n.op is Ops.DEFINE_ACC for n in toposort([x, y])): return None
-  return loops, red, acc, inner[2], x, y
+  return loops, red, acc, inner[2:], x, y
 
 def sides(found) -> tuple | None:
   """(iv, jv, bv, kv, x, y) of a sum of products (`sum_of_products`): the output axes only x reads, those only y
@@ -430,7 +430,7 @@ def tile_matmul(k: Kernel, facts: DeviceFacts) -> bool:
   """Make `k` a grid of work groups each computing one output tile of a `TiledMatmul`, if it is a big enough sum of
   products whose operands each miss some output axis. False (and `k` unchanged) otherwise."""
   if (found := sum_of_products(k)) is None or (found_sides := sides(found)) is None: return False
-  loops, red, acc, store = found[:4]
+  loops, red, acc, stores = found[:4]
   iv, jv, bv, kv, x, y = found_sides
   m, n, kn = (math.prod(v.arg[1] for v in vs) for vs in (iv, jv, kv))
   if m * n * kn < MATMUL_MIN_WORK or kn < MATMUL_MIN_K: return False
@@ -445,10 +445,10 @@ def tile_matmul(k: Kernel, facts: DeviceFacts) -> bool:
              for v, e in zip(vs, unflatten(sym.special(name, math.prod(u.arg[1] for u in vs)), [u.arg[1] for u in vs]))}
   if b is not None: mapping.update(zip(bv, unflatten(b, [v.arg[1] for v in bv])))
   cv = UOp(Ops.SPECIAL, acc.dtype, (), ('cv', 0))
-  out = Store(store.buf, rewrite(store.idx, mapping), rewrite(store.value, {**mapping, acc: cv}),
-              rewrite(store.valid, mapping))
+  out, *also = (Store(st.buf, rewrite(st.idx, mapping), rewrite(st.value, {**mapping, acc: cv}),
+                      rewrite(st.valid, mapping)) for st in stores)
   mm = TiledMatmul(m, n, kn, rewrite(x, mapping), rewrite(y, mapping), out, acc.dtype, ti, tj, threads, rm, rn,
-                   x_k_inner=contiguous_along(x, kv[-1]), y_k_inner=contiguous_along(y, kv[-1]))
+                   x_k_inner=contiguous_along(x, kv[-1]), y_k_inner=contiguous_along(y, kv[-1]), also=also)
   grid = [Loop(ti, [Loop(tj, [mm])])]
   grid.append(grid[0].body[0])
   if b is not None: grid.insert(0, Loop(b, [grid[0]]))

@@ -437,7 +437,8 @@ def _count_uses(stmts: list) -> dict:
       elif isinstance(s, Update): roots.extend([s.value] + ([s.at] if s.at is not None else []))
       elif isinstance(s, Assign): roots.extend([s.value, s.at])
       elif isinstance(s, Store): roots.extend([s.idx, s.value, s.valid])
-      elif isinstance(s, Matmul): roots.extend([s.x, s.y, s.store.idx, s.store.value, s.store.valid])
+      elif isinstance(s, Matmul):
+        roots.extend([s.x, s.y, *(u for st in s.stores for u in (st.idx, st.value, st.valid))])
   walk(stmts)
   uses: dict = {}
   for r in roots: uses[r] = uses.get(r, 0) + 1          # a statement reading a node is a use too
