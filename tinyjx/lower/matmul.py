@@ -177,7 +177,8 @@ class MatmulEmitter:
       lines.append(f"{pad}  }}")
     if wbuf != 'roff':
       lines.append(f"{pad}  {t}* {wbuf} = tjx_alloc({'MB' if wbuf == 'pa' else 'NB'} * {wblk} * K * sizeof({t}));")
-    if s.also and not panels_of_x and not chunked and not plan.split_groups:      # (by_rows)
+    rows_first = bool(s.also) and not panels_of_x and not chunked and not plan.split_groups     # (by_rows)
+    if rows_first:
       lines.append(f"{pad}  {t}* panels = tjx_alloc(NB * {nr} * K * sizeof({t}));")
       frees.append('panels')
     lines += [*([f"{pad}  {t}* parts = tjx_alloc({plan.split_groups} * MB * NB * {mr * nr} * sizeof({t}));"]
@@ -189,8 +190,7 @@ class MatmulEmitter:
                 f"{p2}{t}* dst = {wbuf} + bb * {wblk} * K;"]
       self.pack_panel(s, whole, lines, p2)
       lines.append(f"{pad}  }}")
-    if s.also and not panels_of_x and not chunked and not plan.split_groups:
-      return self.by_rows(s, lines, pad, part, a_ptr, t, frees)
+    if rows_first: return self.by_rows(s, lines, pad, part, a_ptr, t, frees)
     alloc = "NULL" if self.in_place(s, part) else f"tjx_alloc({plan.group * pblk} * {plan.chunk * inner} * sizeof({t}))"
     lines.append(f"{pad}  {t}* panel = {alloc};")               # (x streaming in place packs no panel)
     chunk = (outer, plan.chunk, inner)
