@@ -65,6 +65,43 @@ def test_softmax_is_two_kernels_along_rows_and_three_down_columns(cpu, axis):
   e = np.exp(x - x.max(axis=axis, keepdims=True))
   np.testing.assert_allclose(run(exe, x)[0], e / e.sum(axis=axis, keepdims=True), rtol=1e-5, atol=1e-7)
 
+def _layer_norm(x):
+  mu = x.mean(axis=-1, keepdims=True)
+  return (x - mu) / jnp.sqrt(((x - mu) ** 2).mean(axis=-1, keepdims=True) + 1e-5)
+
+@pytest.mark.parametrize('fn', ['softmax', 'log_softmax', 'layer_norm'])
+def test_each_row_is_first_reduced_inside_the_loop_of_the_row_before(cpu, monkeypatch, fn):
+  """optimize.pipeline_rows: a row's max (a layer norm's mean) is reduced inside the exp-and-sum loop (the squared
+  deviations' loop) of the row before: one vector loop with both reductions. 600 rows of 512 float32 (1.2 MB) run
+  as 64 chunks of 9 rows and 24 rows left over; the same values as the kernel without the rewrite, bit for bit,
+  NaN and infinite rows included, wherever they fall (a chunk's last and first rows, the leftovers)."""
+  from tinyjx.lower import optimize
+  x = rand(600, 512)
+  x[8, 3], x[9, 100], x[590, 0] = np.nan, np.nan, np.nan     # a chunk's last row, the next chunk's first, leftovers
+  x[17, 5], x[300] = np.inf, -np.inf
+  f = {'softmax': lambda x: nn.softmax(x, axis=-1), 'log_softmax': lambda x: nn.log_softmax(x, axis=-1),
+       'layer_norm': _layer_norm}[fn]
+  exe = compiled(cpu, f, x)
+  got = run(exe, x)[0]
+  assert re.search(r'#pragma omp simd reduction\(\+:acc\d+\) reduction\(tjx_f?(max|min)_f32|'
+                   r'#pragma omp simd reduction\(\+:acc\d+\) reduction\(\+:acc\d+\)', exe.source), fn
+  monkeypatch.setattr(optimize, 'PIPELINE_MIN_BYTES', 1 << 62)
+  plain = compiled(cpu, f, x)
+  assert plain.source != exe.source
+  np.testing.assert_array_equal(got, run(plain, x)[0])
+  ok = np.isfinite(x).all(axis=1)
+  x64 = x[ok].astype(np.float64)
+  z = x64 - (x64.mean(-1, keepdims=True) if fn == 'layer_norm' else x64.max(-1, keepdims=True))
+  e = np.exp(z).sum(-1, keepdims=True)
+  want = {'softmax': np.exp(z) / e, 'log_softmax': z - np.log(e),
+          'layer_norm': z / np.sqrt((z * z).mean(-1, keepdims=True) + 1e-5)}[fn]
+  np.testing.assert_allclose(got[ok], want, rtol=2e-5, atol=2e-5)
+  assert np.isnan(got[[8, 9, 590]]).all()
+
+def test_small_rows_are_not_pipelined(cpu):
+  exe = compiled(cpu, lambda x: nn.softmax(x, axis=-1), rand(64, 512))      # 128 KB: in cache already
+  assert not re.search(r'reduction\(\+:acc\d+\) reduction', exe.source)
+
 def test_reduction_fuses_with_producers_and_consumers(cpu):
   x = rand(20, 30)
   exe = compiled(cpu, lambda x: (x - (x * 2 + 1).mean(axis=1, keepdims=True)) / (1 + jnp.abs(x).max()), x)

@@ -171,7 +171,7 @@ def test_the_pipeline_is_an_ordered_list_of_named_passes():
   assert [n for n, _ in lower.passes('as_matmul', 'estimate')] == [
     'as_matmul', 'unroll_windows', 'merge_nests', 'as_column_reduction', 'as_column_scan', 'split_reductions',
     'stash_shared', 'split_chains', 'tile_transposes',
-    'block_sums',
+    'block_sums', 'pipeline_rows',
     'mark_parallel', 'spread_reductions', 'grid',
     'estimate']                                   # the sub-passes of optimize, each a named entry
   assert all(callable(fn) for _, fn in lower.PASSES)

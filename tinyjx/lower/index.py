@@ -42,6 +42,7 @@ class Loop:
   parallel: bool = False                    # set by optimize: the outermost loop of parallel work
   acc: UOp | None = None                    # the accumulator this (innermost reduce) loop updates
   serial: bool = False                      # iterations depend on earlier ones (reductions, scatters)
+  extra: tuple = ()                         # more accumulators it updates (optimize.pipeline_rows: the next row's)
   @property
   def size(self) -> int: return self.var.arg[1]
 
@@ -79,8 +80,8 @@ class Local:
 @dataclass(eq=False)
 class Assign:
   acc: UOp
-  at: UOp
-  value: UOp                                # acc[at] = value
+  at: UOp | None
+  value: UOp                                # acc[at] = value (acc = value where at is None: a scalar accumulator)
 
 @dataclass(frozen=True)
 class MatmulPlan:

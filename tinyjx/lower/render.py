@@ -158,8 +158,8 @@ class CRenderer(MatmulEmitter):
       # the outputs, correctly
       pragma = pad + self.short_loop_guard
     v = self.name(s.var)
-    flag = [f"{pad}int {self.name(s.acc)}_nan = {self.name(s.acc)} != {self.name(s.acc)};"] \
-      if pragma and s.acc in self.nan_flags else []
+    flag = [f"{pad}int {self.name(a)}_nan = {self.name(a)} != {self.name(a)};" for a in (s.acc, *s.extra)
+            if pragma and a in self.nan_flags]
     return flag + ([pragma] if pragma else []) + [f"{pad}for (int64_t {v} = 0; {v} < {s.size}; {v}++) {{"]
 
   def block(self, stmts: list, lines: list, depth: int) -> None:
@@ -171,13 +171,14 @@ class CRenderer(MatmulEmitter):
     pad = "  " * depth
     if isinstance(s, Loop):
       lines += self.loop_open(s, pad)
-      self.scopes.append(Scope(lines, pad + "  ", {s.var} | ({s.acc} if s.acc is not None else set())))
+      accs = [a for a in (s.acc, *s.extra) if a is not None]
+      self.scopes.append(Scope(lines, pad + "  ", {s.var, *accs}))
       self.loops_open += 1
       self.block(s.body, lines, depth + 1)
       self.loops_open -= 1
       self.scopes.pop()
       lines.append(f"{pad}}}")
-      if s.acc in self.nan_flags: lines.append(f"{pad}if ({self.name(s.acc)}_nan) {self.name(s.acc)} = NAN;")
+      lines += [f"{pad}if ({self.name(a)}_nan) {self.name(a)} = NAN;" for a in accs if a in self.nan_flags]
     elif isinstance(s, Decl):
       self.scopes[-1].defines.add(s.acc)
       t, name = self.acc_type(s.acc), self.name(s.acc)
@@ -202,8 +203,8 @@ class CRenderer(MatmulEmitter):
       self.scopes[-1].defines.add(s.acc)
       lines.append(f"{pad}{self.type_names[s.acc.dtype]} {self.name(s.acc)}[{s.size}];")
     elif isinstance(s, Assign):
-      at, v = self.expr(s.at), self.expr(s.value)
-      lines.append(f"{pad}{self.name(s.acc)}[{at}] = {v};")
+      v = self.expr(s.value)
+      lines.append(f"{pad}{self.name(s.acc)}{'' if s.at is None else f'[{self.expr(s.at)}]'} = {v};")
     elif isinstance(s, Sort): self.sort(s, lines, pad)
     elif isinstance(s, Matmul): self.matmul(s, lines, pad)
     else: self.custom(s, lines, depth)
@@ -218,19 +219,22 @@ class CRenderer(MatmulEmitter):
     raise NotImplementedError(f"no C rendering for statement {type(s).__name__}")
 
   def simd_reduction(self, loop: Loop) -> str:
-    """Lets the compiler reorder a float reduction into vector lanes (numpy's own sums are not sequential either)."""
-    acc = loop.acc
-    if acc.dtype not in (dtypes.float32, dtypes.float64) or not all(isinstance(s, (Update, Assign)) for s in loop.body):
-      return ""
-    if acc.arg[1] in (Ops.ADD, Ops.MUL): op = '+' if acc.arg[1] is Ops.ADD else '*'
-    elif acc.arg[1] in (Ops.MAX, Ops.MIN) and all(isinstance(s, Update) and s.at is None for s in loop.body):
-      # a max (min) that lets a NaN fall out, and an int flag that remembers one: the loop's dependent chain is
-      # one compare-and-select, not the three of a NaN-propagating max; the flag sets the result after the loop
-      self.nan_flags.add(acc)
-      name, fn = self.name(acc), f"tjx_f{acc.arg[1].name.lower()}_{SUFFIX[acc.dtype]}"
-      return f"#pragma omp simd reduction({fn}:{name}) reduction(|:{name}_nan)"
-    else: op = f"tjx_{acc.arg[1].name.lower()}_{SUFFIX[acc.dtype]}"
-    return f"#pragma omp simd reduction({op}:{self.name(acc)})"
+    """Lets the compiler reorder a float reduction into vector lanes (numpy's own sums are not sequential either);
+    one clause per accumulator the loop updates (`loop.acc`, `loop.extra`)."""
+    accs = (loop.acc, *loop.extra)
+    if any(a.dtype not in (dtypes.float32, dtypes.float64) for a in accs) or \
+       not all(isinstance(s, (Update, Assign)) for s in loop.body): return ""
+    clauses = []
+    for acc in accs:
+      name = self.name(acc)
+      if acc.arg[1] in (Ops.ADD, Ops.MUL): clauses.append(f"reduction({'+' if acc.arg[1] is Ops.ADD else '*'}:{name})")
+      elif acc.arg[1] in (Ops.MAX, Ops.MIN) and all(s.at is None for s in loop.body if isinstance(s, Update)):
+        # a max (min) that lets a NaN fall out, and an int flag that remembers one: the loop's dependent chain is
+        # one compare-and-select, not the three of a NaN-propagating max; the flag sets the result after the loop
+        self.nan_flags.add(acc)
+        clauses.append(f"reduction(tjx_f{acc.arg[1].name.lower()}_{SUFFIX[acc.dtype]}:{name}) reduction(|:{name}_nan)")
+      else: clauses.append(f"reduction(tjx_{acc.arg[1].name.lower()}_{SUFFIX[acc.dtype]}:{name})")
+    return "#pragma omp simd " + " ".join(clauses)
 
   def sort(self, s: Sort, lines: list, pad: str) -> None:
     shape, ax = s.shape, s.axis
@@ -435,7 +439,7 @@ def _count_uses(stmts: list) -> dict:
     for s in ss:
       if isinstance(s, Loop): walk(s.body)
       elif isinstance(s, Update): roots.extend([s.value] + ([s.at] if s.at is not None else []))
-      elif isinstance(s, Assign): roots.extend([s.value, s.at])
+      elif isinstance(s, Assign): roots.extend([s.value] + ([s.at] if s.at is not None else []))
       elif isinstance(s, Store): roots.extend([s.idx, s.value, s.valid])
       elif isinstance(s, Matmul):
         roots.extend([s.x, s.y, *(u for st in s.stores for u in (st.idx, st.value, st.valid))])
