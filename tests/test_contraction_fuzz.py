@@ -5,8 +5,9 @@ plain loops and never reach a `MatmulPlan`. Here hypothesis draws the shapes the
 around the tile edges (12 rows, 32 columns, 16 with AVX2's 6 x 16 tiles) and the chunk lengths, x and y given
 transposed or not, a batch, an epilogue (bias, ReLU, tanh), float32 and float64, and each program's gradients;
 convolutions of any stride, padding and dilation, whose windows are x of a direct plan (forward, input gradient,
-weight gradient, chunked or split). Every result is the same bits on one thread and on three (`TINYJX_THREADS`):
-plans never let the thread count change a sum's order."""
+weight gradient, chunked or split); a weight gradient whose epilogue is an Adam update with three outputs. Every
+result is the same bits on one thread and on three (`TINYJX_THREADS`): plans never let the thread count change a
+sum's order."""
 import numpy as np
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 import tinyjx
@@ -70,6 +71,34 @@ def test_random_matmuls_and_their_gradients_match_numpy(cpu, m, k, n, batch, xt,
     assert g.shape == w.shape and g.dtype == dt, name
     scale = 1 + np.abs(w).max()
     np.testing.assert_allclose(g, w, rtol=tol, atol=tol * scale, err_msg=f"{name} m={m} k={k} n={n} {dt.__name__}")
+
+@settings(max_examples=examples(25), **SETTINGS)
+@given(m=size, k=size, n=size, f64=st.booleans(), seed=st.integers(0, 2 ** 16))
+def test_random_weight_gradients_under_an_adam_update_match_numpy(cpu, m, k, n, f64, seed):
+  """A weight gradient g = x.T @ d read only by an Adam update of w and its moments, the three outputs of the
+  matmul's epilogue (schedule `_shared_epilogue`: one kernel stores all three from each tile and g is never
+  written), against numpy in float64; the same bits on one thread and on three."""
+  if m * k * n > 3 * 10 ** 7: m = max(1, 3 * 10 ** 7 // (k * n))
+  dt = np.float64 if f64 else np.float32
+  rng = np.random.default_rng(seed)
+  x, d = rng.standard_normal((m, k)).astype(dt), rng.standard_normal((m, n)).astype(dt)
+  w, mo = rng.standard_normal((k, n)).astype(dt), rng.standard_normal((k, n)).astype(dt)
+  v = rng.uniform(0.5, 1.5, (k, n)).astype(dt)            # sqrt(v) well away from 0: the update is well conditioned
+  b1, b2, lr, t = 0.9, 0.999, 1e-3, 3
+  def adam(w, mo, v, x, d):
+    g = x.T @ d
+    mo2, v2 = b1 * mo + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+    return w - lr * (mo2 / (1 - b1 ** t)) / (jnp.sqrt(v2 / (1 - b2 ** t)) + 1e-8), mo2, v2
+  with tinyjx.Context(JAX_ENABLE_X64=True):
+    got = on_threads(adam, w, mo, v, x, d)
+  g = x.astype(np.float64).T @ d.astype(np.float64)
+  mo2, v2 = b1 * mo + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+  want = (w - lr * (mo2 / (1 - b1 ** t)) / (np.sqrt(v2 / (1 - b2 ** t)) + 1e-8), mo2, v2)
+  tol = (1e-11 if f64 else 2e-5) * np.sqrt(m)
+  for name, a, b in zip(('w', 'm', 'v'), got, want):
+    assert a.shape == b.shape and a.dtype == dt, name
+    np.testing.assert_allclose(a, b, rtol=tol, atol=tol * (1 + np.abs(b).max()),
+                               err_msg=f"{name} m={m} k={k} n={n} {dt.__name__}")
 
 def ref_conv_grads(x, k, dz, strides, pads, dilation):
   """The gradients of <conv(x, k), dz> (NCHW, OIHW, explicit non-negative pads) with respect to x and k, in float64,

@@ -98,6 +98,24 @@ def test_each_row_is_first_reduced_inside_the_loop_of_the_row_before(cpu, monkey
   np.testing.assert_allclose(got[ok], want, rtol=2e-5, atol=2e-5)
   assert np.isnan(got[[8, 9, 590]]).all()
 
+@pytest.mark.parametrize('rows,cols', [(16, 256), (17, 300), (127, 1000), (513, 333), (1030, 1024)])
+def test_pipelined_rows_of_every_chunk_and_leftover_count(cpu, monkeypatch, rows, cols):
+  """pipeline_rows at sizes that make 2 chunks of 8 rows, a leftover row, chunks of 1 row short of a power of two,
+  64 chunks and 6 rows left over, rows of 1 to 4 KB (the byte floor lifted, so small arrays pipeline too): the same
+  bits as the plain kernel, a NaN in every 7th row and the next row clean. (A float32 row of more than 1024 elements
+  sums in blocks, `block_sums`: its second pass is a loop of loops, which stays as it is.)"""
+  from tinyjx.lower import optimize
+  x = rand(rows, cols, seed=rows)
+  x[::7, cols // 2] = np.nan
+  f = lambda x: nn.log_softmax(x, axis=-1)
+  monkeypatch.setattr(optimize, 'PIPELINE_MIN_BYTES', 0)
+  exe = compiled(cpu, f, x)
+  assert re.search(r'reduction\(\+:acc\d+\) reduction\(tjx_fmax_f32', exe.source)
+  monkeypatch.setattr(optimize, 'PIPELINE_MIN_BYTES', 1 << 62)
+  got, want = run(exe, x)[0], run(compiled(cpu, f, x), x)[0]
+  np.testing.assert_array_equal(got, want)
+  assert np.isnan(got[::7]).all() and np.isfinite(got[1::7]).all()
+
 def test_small_rows_are_not_pipelined(cpu):
   exe = compiled(cpu, lambda x: nn.softmax(x, axis=-1), rand(64, 512))      # 128 KB: in cache already
   assert not re.search(r'reduction\(\+:acc\d+\) reduction', exe.source)

@@ -39,7 +39,7 @@ Each rewrite is `name(kernel, device)` and changes the kernel in place. Each is 
 Loops marked `serial` (reductions, scatters with duplicate indices) are never run in parallel.
 """
 from __future__ import annotations
-import itertools, math
+import dataclasses, itertools, math
 from tinyjx import dtypes
 from tinyjx.uop import UOp, Ops, GroupOp, toposort, substitute
 from tinyjx.lower import symbolic as sym
@@ -803,9 +803,9 @@ def pipeline_rows(k: Kernel, device=None) -> None:
   """A loop over rows whose body first reduces its row from an input (softmax's and log-softmax's max, layer norm's
   mean) and then walks the same row again in a loop that reduces too (the sum of exps, of squared deviations) runs
   each row's first pass inside the second loop of the row before, as that loop's `extra` accumulator. One after the
-  other, the first pass only waits for memory (a core's prefetchers stop at a 4 KB row's page) and the second
-  computes on the row in L1 while memory idles; together, the next row's loads overlap this row's arithmetic (a row
-  softmax of 4096 x 1024 float32: 1.06 -> 0.85 ms). The rows run in chunks (at most PIPELINE_CHUNKS, the parallel
+  other, the first pass mostly waits for memory and the second computes on the row in L1 while memory idles;
+  together, the next row's loads overlap this row's arithmetic (a row softmax of 4096 x 1024 float32: 1.06 -> 0.85
+  ms). The rows run in chunks (at most PIPELINE_CHUNKS, the parallel
   work, each rows apart PIPELINE_CHUNK_ROWS or more), each beginning with the first pass of its first row; the last
   row of a chunk reduces itself again as its next row (in cache; the value is not used), and rows left over past
   the last whole chunk run as before. Every accumulator sees the same values in the same order: results do not
@@ -821,10 +821,11 @@ def _statements(stmts: list):
 def _moved(stmts: list, at: dict) -> list:
   """A copy of `stmts` with the loop variables in `at` replaced (the statements `_pipelined` accepts)."""
   def one(s):
-    if isinstance(s, Loop): return Loop(s.var, _moved(s.body, at), s.parallel, s.acc, s.serial, s.extra)
-    if isinstance(s, Update): return Update(s.acc, _rewrite(s.value, at), None if s.at is None else _rewrite(s.at, at))
-    if isinstance(s, Store): return Store(s.buf, _rewrite(s.idx, at), _rewrite(s.value, at), _rewrite(s.valid, at))
-    if isinstance(s, Assign): return Assign(s.acc, None if s.at is None else _rewrite(s.at, at), _rewrite(s.value, at))
+    if isinstance(s, Loop): return dataclasses.replace(s, body=_moved(s.body, at))
+    if isinstance(s, Store): return dataclasses.replace(s, idx=_rewrite(s.idx, at), value=_rewrite(s.value, at),
+                                                        valid=_rewrite(s.valid, at))
+    if isinstance(s, (Update, Assign)):
+      return dataclasses.replace(s, value=_rewrite(s.value, at), at=None if s.at is None else _rewrite(s.at, at))
     return s                                            # Decl, Local: no expressions
   return [one(s) for s in stmts]
 
