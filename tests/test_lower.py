@@ -226,7 +226,9 @@ def test_deep_graphs_lower_without_recursion(cpu):
   np.testing.assert_allclose(got, want, rtol=1e-5)
 
 @pytest.mark.parametrize('m, k, n, how', [
-  (96, 70, 130, 'both operands in cache: x whole, y in panels'),
+  (96, 70, 130, 'both operands in cache, y small: y packed whole first, then blocks of rows (by_rows)'),
+  (96, 300, 130, 'both operands in cache: x whole, y in panels'),
+  (517, 10, 515, 'a contraction of 10 (y 20 KB): by rows, rows and columns past the last whole tile'),
   (3000, 300, 20, 'x too big for the cache: y whole, x in panels'),
   (200, 1500, 150, 'a long contraction in chunks'),
   (40, 30000, 20, 'few panels, long contraction: split into fixed groups'),
@@ -296,6 +298,13 @@ def test_the_matmul_plan_is_chosen_in_optimize_and_carried_on_the_statement(vect
     rows = 12 if vector_bytes >= 64 else 6
     assert (mm.plan.mr, mm.plan.nr, mm.plan.vector_bytes) == (rows, 2 * vector_bytes // dt.itemsize, vector_bytes)
     assert {f: getattr(mm.plan, f) for f in want} == want, (m, n, ks)
+
+def test_a_matmul_runs_by_rows_for_several_outputs_or_a_small_y_given_two_blocks_of_rows():
+  from tinyjx.lower.optimize import plan_matmul
+  assert plan_matmul(512, 512, 10, F32, 10, 64).by_rows                  # y of 20 KB: tiles store whole rows
+  assert not plan_matmul(512, 512, 512, F32, 512, 64).by_rows            # y of 1 MB, one output: y in panels
+  assert plan_matmul(512, 512, 512, F32, 512, 64, stores=3).by_rows      # an Adam update's three outputs
+  assert not plan_matmul(10, 512, 512, F32, 512, 64, stores=3).by_rows   # one block of rows: panels on every thread
 
 def test_a_target_without_a_vector_width_gets_32_byte_tiles():
   (mm,) = _optimized(_matmul_kernel("k0", 96, 130, (70,))).body

@@ -97,6 +97,7 @@ class MatmulPlan:
   direct: bool = False                      # x (a sliding window) is read in place through offset tables, not packed
   group: int = 1                            # chunked, packed: panels of the streamed side per parallel work item
   x_rows: bool = False                      # x (contiguous along the contraction) is read in place by rows
+  by_rows: bool = False                     # y packed whole first, then each thread's blocks of rows against it all
 
 @dataclass(eq=False)
 class Contraction:

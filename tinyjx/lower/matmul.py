@@ -177,7 +177,7 @@ class MatmulEmitter:
       lines.append(f"{pad}  }}")
     if wbuf != 'roff':
       lines.append(f"{pad}  {t}* {wbuf} = tjx_alloc({'MB' if wbuf == 'pa' else 'NB'} * {wblk} * K * sizeof({t}));")
-    rows_first = bool(s.also) and not panels_of_x and not chunked and not plan.split_groups     # (by_rows)
+    rows_first = plan.by_rows
     if rows_first:
       lines.append(f"{pad}  {t}* panels = tjx_alloc(NB * {nr} * K * sizeof({t}));")
       frees.append('panels')
@@ -211,10 +211,9 @@ class MatmulEmitter:
               f"{pad}}}"]
 
   def by_rows(self, s: Matmul, lines: list, pad: str, part: str, a_ptr: str, t: str, frees: list) -> None:
-    """A matmul whose epilogue writes several outputs and loads at their index (an optimizer's update): every panel
-    of y is packed first, then each thread runs blocks of rows against all of them, so the tiles it stores (and the
-    epilogue's loads) follow each other along the output's rows, runs the hardware prefetches, not a column of tiles
-    that jumps a whole row between them (the MLP step's first weight gradient with its Adam update 2.01 -> 1.75 ms)."""
+    """`MatmulPlan.by_rows`: every panel of y is packed first, then each thread runs blocks of rows against all of
+    them, so the tiles it stores (and an epilogue's loads) follow each other along the output's rows, not a column
+    of tiles that jumps a whole row between them."""
     plan, micro, p2, p3 = s.plan, self.micro_kernel(s), pad + "    ", pad + "      "
     size = f"{plan.nr} * K"
     lines += ["#pragma omp for schedule(static)",

@@ -64,6 +64,7 @@ WINDOW_REUSE = 4                 # an operand that reads each element this many 
 DIRECT_WHOLE = 1 << 18           # bytes of packed y a direct matmul keeps in L2 (whole, or one chunk of every panel)
 DIRECT_TILES = 1 << 20           # bytes of result tiles a chunked direct matmul keeps between its chunks
 DIRECT_SPLIT_PANELS = 4          # a chunked direct matmul with fewer panels of y splits its chunks among threads
+BY_ROWS_Y = 1 << 16               # bytes of y below which an unchunked matmul packs it all and runs by rows
 COLUMN_SPLIT = 1 << 20           # elements read from which a column reduction runs its row in tiles on all threads
 
 NOT_ARITHMETIC = {Ops.CONST, Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_ACC, Ops.DEFINE_GLOBAL, Ops.LOAD, Ops.INDEX}
@@ -138,7 +139,7 @@ def _direct_rows(m: int, run: int) -> int:
   return MICRO_ROWS_SCATTERED
 
 def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int, direct: bool = False,
-                rows: bool = False, run: int = 0) -> MatmulPlan:
+                rows: bool = False, run: int = 0, stores: int = 1) -> MatmulPlan:
   """The tiling of an (m x k) @ (k x n) contraction whose outermost contraction variable has `outer` values.
 
   Tiles are MICRO_ROWS x (two vectors). x is packed whole unless it is big and y fits in cache (then y is whole
@@ -157,6 +158,14 @@ def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int, di
   micro-kernel reads a block's rows from cache as fast as a packed panel (kernels alone: the 1024 matmul 11% faster,
   512 x 784 x 512 18%, 4096 x 1024 x 256 40%; streaming, with y packed whole, 8192 x 1024 x 64 35%).
 
+  An unchunked plan with x packed whole (or read in place) runs `by_rows`, each thread a block of rows against every
+  panel of y, packed first, where the epilogue writes several outputs (`stores`: an optimizer's update loads and
+  stores three arrays at each result, which then run along rows: the MLP step's first weight gradient with its Adam
+  update 2.01 -> 1.75 ms) or where all of y is small (BY_ROWS_Y bytes: a contraction of 10, whose tiles are mostly
+  their stores, stores whole rows; the MLP step's 512 x 10 x 512 gradient 204 -> 75 us), as long as there are two
+  blocks of rows or more (with one, a thread's block would be the whole work: the logits layer's weight gradient,
+  10 x 512 x 512 with its Adam update, ran on one thread).
+
   A `direct` plan (x a sliding window that `direct_fits`, in runs of `run` consecutive rows) reads x in place
   (`_direct_rows` rows a tile) and packs only y: whole where it is
   small enough for L2, and every block of x runs the whole contraction; otherwise the contraction runs in chunks
@@ -167,7 +176,7 @@ def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int, di
   >>> from tinyjx import dtypes
   >>> plan_matmul(1024, 1024, 1024, dtypes.float32, 1024, 64)
   MatmulPlan(mr=12, nr=32, vector_bytes=64, x_panels=False, chunked=True, chunk=512, chunks=2, split_groups=0, \
-direct=False, group=4, x_rows=False)
+direct=False, group=4, x_rows=False, by_rows=False)
   >>> plan_matmul(256, 256, 256, dtypes.float32, 256, 32, rows=True).x_rows
   True
   """
@@ -182,7 +191,9 @@ direct=False, group=4, x_rows=False)
   x_panels = m * k * size > PACK_CACHE and n * k * size <= PACK_CACHE
   whole_rows, panel_rows, inner = (n, m, k // outer) if x_panels else (m, n, k // outer)
   chunked = k > 2 * KC_TARGET and outer > 1 and (whole_rows + 16) * 32 * size <= PACK_CACHE
-  if not chunked: return MatmulPlan(mr, nr, vector_bytes, x_panels, chunk=outer, x_rows=rows)
+  if not chunked:
+    by_rows = not x_panels and m > mr and (stores > 1 or n * k * size <= BY_ROWS_Y)
+    return MatmulPlan(mr, nr, vector_bytes, x_panels, chunk=outer, x_rows=rows, by_rows=by_rows)
   per, chunks = _chunks(outer, inner)
   split = -(-panel_rows // 32) < 4 and chunks >= 4 * SPLIT_GROUPS
   if split: return MatmulPlan(mr, nr, vector_bytes, x_panels, True, per, chunks, SPLIT_GROUPS, x_rows=rows)
@@ -264,7 +275,7 @@ def _matmul_nest(k: Kernel, vector_bytes: int):
                       for st in inner[2:])
   run = _row_run(x, iv) if direct else 0
   plan = plan_matmul(si.arg[1], sj.arg[1], kn, acc.dtype, kv[0].arg[1], vector_bytes, direct,
-                     not direct and _rows_in_place(x, kv, acc.dtype), run)
+                     not direct and _rows_in_place(x, kv, acc.dtype), run, 1 + len(also))
   skip = _padding_skip(x, kv, k.zero_pads) if plan.direct and not plan.chunked else None
   if skip is not None:   # its variable outermost: the values to skip are one run of the contraction
     kv = [skip[0], *(v for v in kv if v is not skip[0])]
