@@ -64,7 +64,7 @@ WINDOW_REUSE = 4                 # an operand that reads each element this many 
 DIRECT_WHOLE = 1 << 18           # bytes of packed y a direct matmul keeps in L2 (whole, or one chunk of every panel)
 DIRECT_TILES = 1 << 20           # bytes of result tiles a chunked direct matmul keeps between its chunks
 DIRECT_SPLIT_PANELS = 4          # a chunked direct matmul with fewer panels of y splits its chunks among threads
-BY_ROWS_Y = 1 << 16               # bytes of y below which an unchunked matmul packs it all and runs by rows
+BY_ROWS_Y = 1 << 16              # bytes of y below which an unchunked matmul packs it all and runs by rows
 COLUMN_SPLIT = 1 << 20           # elements read from which a column reduction runs its row in tiles on all threads
 
 NOT_ARITHMETIC = {Ops.CONST, Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_ACC, Ops.DEFINE_GLOBAL, Ops.LOAD, Ops.INDEX}
@@ -816,11 +816,10 @@ def pipeline_rows(k: Kernel, device=None) -> None:
   each row's first pass inside the second loop of the row before, as that loop's `extra` accumulator. One after the
   other, the first pass mostly waits for memory and the second computes on the row in L1 while memory idles;
   together, the next row's loads overlap this row's arithmetic (a row softmax of 4096 x 1024 float32: 1.06 -> 0.85
-  ms). The rows run in chunks (at most PIPELINE_CHUNKS, the parallel
-  work, each rows apart PIPELINE_CHUNK_ROWS or more), each beginning with the first pass of its first row; the last
-  row of a chunk reduces itself again as its next row (in cache; the value is not used), and rows left over past
-  the last whole chunk run as before. Every accumulator sees the same values in the same order: results do not
-  change."""
+  ms). The rows run in chunks of PIPELINE_CHUNK_ROWS rows or more (at most PIPELINE_CHUNKS chunks, the parallel
+  work), each beginning with the first pass of its first row; the last row of a chunk reduces itself again as its
+  next row (in cache; the value is not used), and rows left over past the last whole chunk run as before. Every
+  accumulator sees the same values in the same order: results do not change."""
   for i, s in reversed(list(enumerate(k.body))):
     if isinstance(s, Loop) and (new := _pipelined(s, k)) is not None: k.body[i:i + 1] = new
 
@@ -860,6 +859,8 @@ def _pipelined(rows: Loop, k: Kernel) -> list | None:
      any(isinstance(b, Loop) for b in first.body + second.body): return None
   if not all(isinstance(b, Update) and b.acc is acc for b in first.body) or \
      any(isinstance(s, (Update, Assign)) and s.acc is acc for s in _statements(body[at[0] + 1:])): return None
+  # (a float32 sum kept in double: copied out of `ahead`, it would be read rounded to float32)
+  if acc.arg[1] is Ops.ADD and acc.dtype is dtypes.float32 and acc not in k.narrow_sums: return None
   values = [b.value for b in first.body]
   nodes = toposort(values)
   if any(n.op in (Ops.DEFINE_ACC, Ops.INDEX) for n in nodes) or any(_reads_outputs(v, k) for v in values) or \
