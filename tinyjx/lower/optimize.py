@@ -819,7 +819,10 @@ def pipeline_rows(k: Kernel, device=None) -> None:
   ms). The rows run in chunks of PIPELINE_CHUNK_ROWS rows or more (at most PIPELINE_CHUNKS chunks, the parallel
   work), each beginning with the first pass of its first row; the last row of a chunk reduces itself again as its
   next row (in cache; the value is not used), and rows left over past the last whole chunk run as before. Every
-  accumulator sees the same values in the same order: results do not change."""
+  accumulator sees the same values: a first pass that is a max or a min gives the same result in any order (softmax's
+  results do not change), a sum is added in the vector lanes of the loop it joins, which the compiler may vectorize
+  otherwise than the loop it left (a float64 mean next to a `sin`, which does not vectorize): its last bits can
+  differ, as between any two vectorizations of one sum."""
   for i, s in reversed(list(enumerate(k.body))):
     if isinstance(s, Loop) and (new := _pipelined(s, k)) is not None: k.body[i:i + 1] = new
 
