@@ -201,32 +201,6 @@ def test_split_units_keep_the_prelude_and_every_piece_once(cpu):
   assert sorted(p for u in units for p in u[len(head):].split(comp.UNIT)[1:]) == sorted(pieces)
   assert comp.split_units(src, 1) == [src] and comp.split_units("int x;", 4) == ["int x;"]
 
-def test_each_micro_kernel_is_defined_once_in_a_unit_of_its_own(cpu, fresh_cache, monkeypatch):
-  """The matmul micro-kernels (compiled at -O3, slow to compile) are declared in the prelude every unit starts with and
-  defined in one piece, which split_units weighs by them; a program of three matmuls built from two units links and
-  computes numpy's values."""
-  import re
-  from tinyjx import lower
-  f = lambda a, b: (jnp.tanh(a @ b), (a @ b.T) * 2, (a.T @ b).sum(0))
-  a, b = (np.random.default_rng(i).standard_normal((64, 64)).astype(np.float32) for i in (1, 2))
-  jaxpr = tinyjx.make_jaxpr(f)(a, b)
-  src = lower.lower(cpu, jaxpr.params, jaxpr.outs).source
-  head, *pieces = src.split(comp.UNIT)
-  definition = re.compile(r"^TJX_MICRO(_DIRECT|_ROWS)?\(", re.M)
-  defs = [p for p in pieces if definition.search(p)]
-  assert len(defs) == 1 and not definition.search(head) and re.search(r"^TJX_MICRO\w*_PROTO\(", head, re.M)
-  assert comp._weight(defs[0]) >= comp.MICRO_CHARS
-  monkeypatch.setattr(comp, 'SPLIT_MIN_CHARS', 0)
-  monkeypatch.setattr(comp, 'TIER_MIN_CHARS', 10 ** 9)
-  monkeypatch.setattr(comp, 'compile_jobs', lambda: 2)
-  units = comp.split_units(src, 2)
-  assert len(units) == 2 and sum(bool(definition.search(u[len(head):])) for u in units) == 1
-  with tinyjx.Context(TINYJX_DEVICE='CPU'):
-    got = [np.asarray(g) for g in tinyjx.jit(f)(a, b)]
-  a64, b64 = a.astype(np.float64), b.astype(np.float64)
-  for g, w in zip(got, (np.tanh(a64 @ b64), a64 @ b64.T * 2, (a64.T @ b64).sum(0))):
-    np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
-
 def test_parallel_units_give_the_same_results(cpu, fresh_cache, monkeypatch):
   built = []
   monkeypatch.setattr(comp, 'SPLIT_MIN_CHARS', 0)

@@ -346,7 +346,7 @@ MICRO_CHARS = 7000         # a matmul micro-kernel's definition (one line of tex
 
 def _weight(piece: str) -> int:
   """About how long a piece takes to compile, in characters of kernel text."""
-  return len(piece) + MICRO_CHARS * len(re.findall(r"^TJX_MICRO(?:_DIRECT|_ROWS)?\(", piece, re.M))
+  return len(piece) + MICRO_CHARS * len(re.findall(r"^TJX_MICRO\w*\(", piece, re.M))
 
 def _build_units(cc: str, flags: tuple, units: list, so: str) -> bool:
   """Compile `units` to objects, all at once, and link them into `so`; False when any step fails."""
