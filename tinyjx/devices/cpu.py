@@ -30,7 +30,7 @@ its entry points there (`Library`): one-off programs stay cheap, training steps 
 array([0., 1., 2.], dtype=float32)
 """
 from __future__ import annotations
-import ctypes, hashlib, json, os, platform, re, shutil, subprocess, tempfile, threading, time
+import ctypes, hashlib, json, os, platform, shutil, subprocess, tempfile, threading, time
 from functools import lru_cache
 import numpy as np
 from tinyjx import counters, settings as config
@@ -335,18 +335,11 @@ def split_units(source: str, jobs: int) -> list[str]:
   head, *pieces = source.split(UNIT)
   if jobs < 2 or len(pieces) < 2 or len(source) - len(head) < SPLIT_MIN_CHARS: return [source]
   groups: list = [[0, []] for _ in range(min(jobs, len(pieces)))]
-  for piece in sorted(pieces, key=_weight, reverse=True):   # the heaviest first, each to the lightest unit so far
+  for piece in sorted(pieces, key=len, reverse=True):   # the longest first, each to the lightest unit so far
     lightest = min(groups, key=lambda g: g[0])
-    lightest[0] += _weight(piece)
+    lightest[0] += len(piece)
     lightest[1].append(piece)
   return [head + "".join(UNIT + piece for piece in g[1]) for g in groups]
-
-MICRO_CHARS = 7000         # a matmul micro-kernel's definition (one line of text) compiles as long as this much kernel
-                           # text: about 36 ms at -O3, where a matmul kernel of 4000 characters takes 20 ms at -O1
-
-def _weight(piece: str) -> int:
-  """About how long a piece takes to compile, in characters of kernel text."""
-  return len(piece) + MICRO_CHARS * len(re.findall(r"^TJX_MICRO\w*\(", piece, re.M))
 
 def _build_units(cc: str, flags: tuple, units: list, so: str) -> bool:
   """Compile `units` to objects, all at once, and link them into `so`; False when any step fails."""

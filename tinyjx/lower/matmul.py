@@ -516,13 +516,11 @@ class MatmulEmitter:
     lines.append(f"{pad}}}")
 
   def micro_kernel(self, s: Matmul) -> str:
-    """The name of the plan's micro-kernel; its vector type, declaration (`micro`) and definition (`micro_defs`) are
-    recorded for `render`."""
+    """The name of the plan's micro-kernel; its instantiation is recorded in `self.micro` for `render`."""
     plan, sfx = s.plan, 'f64' if s.dtype is dtypes.float64 else 'f32'
     t, vec = self.type_names[s.dtype], f"tjx_v{sfx}_{plan.vector_bytes}"
     letter = 'd' if plan.direct else 'r' if plan.x_rows else ''
     name, kind = f"{sfx}_{plan.mr}x{plan.nr}", {'d': "TJX_MICRO_DIRECT", 'r': "TJX_MICRO_ROWS"}.get(letter, "TJX_MICRO")
     self.micro.setdefault(vec, f"typedef {t} {vec} __attribute__((vector_size({plan.vector_bytes})));")
-    self.micro.setdefault(f"{kind} {name}", f"{kind}_PROTO({t}, {name})")
-    self.micro_defs.setdefault(f"{kind} {name}", f"{kind}({t}, {vec}, {name}, {plan.mr}, {plan.nr})")
+    self.micro.setdefault(f"{kind} {name}", f"{kind}({t}, {vec}, {name}, {plan.mr}, {plan.nr})")
     return f"tjx_mm{letter}_{name}"

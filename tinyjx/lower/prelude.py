@@ -323,30 +323,17 @@ static inline int tjx_consecutive(const int64_t* off, int64_t n) {
       V av = (X) - (V){0}; \
       acc[r][0] += av * b0; acc[r][1] += av * b1; } } \
   memcpy(c, acc, sizeof acc);
-/* Each micro-kernel is defined once in a program, in a translation unit of its own (the renderer's last piece), and
-   declared in every unit (the `_PROTO` macros): compiling it at -O3 takes longer than most kernels, and a program
-   cut into units for parallel compilation (devices/cpu.py) compiles it once, not once per unit. Hidden: each library
-   calls its own. */
-#define TJX_MICRO_FN __attribute__((visibility("hidden")))
-#define TJX_MICRO_PROTO(T, N) \
-TJX_MICRO_FN void tjx_mm_##N(int64_t K, const T* restrict a, const T* restrict b, T* restrict c, int more);
-#define TJX_MICRO_DIRECT_PROTO(T, N) \
-TJX_MICRO_FN void tjx_mmd_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, \
-                              const int64_t* restrict koff, const T* restrict b, T* restrict c, int more);
-#define TJX_MICRO_ROWS_PROTO(T, N) \
-TJX_MICRO_FN void tjx_mmr_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, const T* restrict b, \
-                              T* restrict c, int more);
 /* x packed: row r of the block at k is a[k * MR + r] */
 #define TJX_MICRO(T, V, N, MR, NR) \
-TJX_CONTRACT_FN TJX_MICRO_FN void tjx_mm_##N(int64_t K, const T* restrict a, const T* restrict b, \
-                                            T* restrict c, int more) { \
+TJX_CONTRACT_FN static void tjx_mm_##N(int64_t K, const T* restrict a, const T* restrict b, \
+                                      T* restrict c, int more) { \
   TJX_CONTRACT_BODY \
   TJX_MICRO_LOOP(V, MR, NR, a[k * MR + r]) }
 /* x read in place (a direct matmul: x is a sliding window, never packed): row r of the block at k is
    a[roff[r] + koff[k]]; rows that are consecutive (a block within one image row) are read from one pointer at
    constant offsets, which keeps twelve row pointers out of the general-purpose registers */
 #define TJX_MICRO_DIRECT(T, V, N, MR, NR) \
-TJX_CONTRACT_FN TJX_MICRO_FN void tjx_mmd_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, \
+TJX_CONTRACT_FN static void tjx_mmd_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, \
                                        const int64_t* restrict koff, const T* restrict b, \
                                        T* restrict c, int more) { \
   TJX_CONTRACT_BODY \
@@ -360,7 +347,7 @@ TJX_CONTRACT_FN TJX_MICRO_FN void tjx_mmd_##N(int64_t K, const T* restrict a, co
 /* x read in place along its rows (a small x that stays in cache, never packed): row r of the block at k is
    a[roff[r] + k] */
 #define TJX_MICRO_ROWS(T, V, N, MR, NR) \
-TJX_CONTRACT_FN TJX_MICRO_FN void tjx_mmr_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, \
+TJX_CONTRACT_FN static void tjx_mmr_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, \
                                        const T* restrict b, T* restrict c, int more) { \
   TJX_CONTRACT_BODY \
   const T* row[MR]; \

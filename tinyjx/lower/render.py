@@ -2,9 +2,8 @@
 
 `CRenderer.render(kernels, entries)` returns one translation unit: the C runtime prelude (prelude.py: the exact
 semantics of the PYTHON device for integer division, shifts, saturating casts, NaN-propagating max/min, bfloat16
-rounding, float16 conversion, stable argsort, the matmul micro-kernel macro), the declarations of the micro-kernels
-the kernels' matmul plans need (each vector typedef and each MR x NR kernel once; their definitions come last, as a
-unit of their own, so that a program compiled in parallel units compiles each once), one function per kernel, and
+rounding, float16 conversion, stable argsort, the matmul micro-kernel macro), the micro-kernel instantiations
+the kernels' matmul plans need (each vector typedef and each MR x NR kernel once), one function per kernel, and
 one exported entry per run of consecutive kernels, `void tjx_run_N(void **args)`, which casts buffer pointers out
 of the slot table and calls its kernels in order (one foreign call runs many kernels). Each kernel also gets an
 entry `tjx_kernel_N(void **args)` for per-kernel timing at DEBUG=2. A `Matmul` statement is written out by
@@ -101,12 +100,11 @@ class CRenderer(MatmulEmitter):
       }
     }
     """
-    self.micro, self.micro_defs = {}, {}
+    self.micro: dict = {}
     bodies = [self.kernel(k) for k in kernels]
     parts = [C_PRELUDE, self.prelude_extra, "\n".join(self.micro.values())]
     for i, (k, body) in enumerate(zip(kernels, bodies)):
       parts.append(f"{UNIT}\n{body}\nvoid tjx_kernel_{i}(void **a) {{ {k.name}({self.call_args(k)}); }}\n")
-    if self.micro_defs: parts.append(UNIT + "\n" + "\n".join(self.micro_defs.values()) + "\n")
     parts.append(UNIT + "".join(f"\nvoid tjx_kernel_{i}(void **a);" for i in range(len(kernels))) + "\n")
     for e, group in enumerate(entries):
       calls = "".join(f"  tjx_kernel_{i}(a);\n" for i in group)
