@@ -1,5 +1,5 @@
 """The CPU device: buffers, executables, the disk cache and its safety rules, compiler errors, DEBUG output."""
-import os, stat, subprocess, sys, textwrap
+import os, re, stat, subprocess, sys, textwrap
 import numpy as np
 import pytest
 import tinyjx
@@ -282,6 +282,33 @@ def test_the_quick_build_computes_the_optimized_builds_bits(cpu, fresh_cache, mo
     optimized = [np.asarray(o) for o in f(x, w)]
   for q, o in zip(quick, optimized): assert np.array_equal(q, o)
   np.testing.assert_allclose(quick[0], np.tanh(x.astype(np.float64) @ w / 20 + 0.5), rtol=1e-5, atol=1e-5)
+
+def test_a_quick_build_in_units_defines_each_micro_kernel_once(cpu, fresh_cache, monkeypatch):
+  """A quick build cut into units defines the micro-kernels in its first unit only (the others compile with
+  -DTJX_MICRO_ELSEWHERE and link to it); it links (no fallback to one unit), and it computes the optimized build's
+  bits, whose units each keep a static copy."""
+  monkeypatch.setattr(comp, 'TIER_MIN_CHARS', 0)
+  monkeypatch.setattr(comp, 'SPLIT_MIN_CHARS', 0)
+  monkeypatch.setattr(comp, 'compile_jobs', lambda: 3)
+  builds, real = [], comp._build_units
+  def recording(*args):
+    linked = real(*args)
+    builds.append((args[4] if len(args) > 4 else False, linked))
+    return linked
+  monkeypatch.setattr(comp, '_build_units', recording)
+  rng = np.random.default_rng(6)
+  x, w = rng.standard_normal((70, 300)).astype(np.float32), rng.standard_normal((300, 90)).astype(np.float32)
+  f = tinyjx.jit(lambda x, w: (jnp.tanh(x @ w / 20), x.T @ (x * 2), (x @ w).sum(0)))
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    quick = [np.asarray(o) for o in f(x, w)]
+    exe = f.lower(x, w).compile().executable
+    assert not exe.binary.final and len(re.findall(r"^TJX_MICRO\w*\(", exe.source, re.M)) >= 2
+    f(x, w)
+    comp.finish_upgrades()
+    optimized = [np.asarray(o) for o in f(x, w)]
+  assert builds == [(True, True), (False, True)]                # the quick build's units shared, both linked
+  for q, o in zip(quick, optimized): assert np.array_equal(q, o)
+  np.testing.assert_allclose(quick[1], x.T.astype(np.float64) @ (x * 2), rtol=1e-4, atol=1e-3)
 
 def test_compiler_facts_are_remembered_and_a_damaged_memo_is_asked_again(cpu, fresh_cache):
   cc = comp.find_compiler()

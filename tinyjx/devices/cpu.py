@@ -30,7 +30,7 @@ its entry points there (`Library`): one-off programs stay cheap, training steps 
 array([0., 1., 2.], dtype=float32)
 """
 from __future__ import annotations
-import ctypes, hashlib, json, os, platform, shutil, subprocess, tempfile, threading, time
+import ctypes, hashlib, json, os, platform, re, shutil, subprocess, tempfile, threading, time
 from functools import lru_cache
 import numpy as np
 from tinyjx import counters, settings as config
@@ -310,8 +310,10 @@ def _build(cc: str, flags: tuple, source: str, so: str) -> None:
   fd, tmp = tempfile.mkstemp(dir=os.path.dirname(so), prefix='.tmp-', suffix='.so')
   os.close(fd)
   try:
-    units = split_units(source, compile_jobs())
-    if len(units) < 2 or not _build_units(cc, flags, units, tmp):
+    quick = '-DTJX_QUICK' in flags          # one copy of each micro-kernel, in the first unit (prelude.py MATMUL)
+    micro = MICRO_CHARS * len(re.findall(r"^TJX_MICRO(?:_DIRECT|_ROWS)?\(", source.split(UNIT)[0], re.M))
+    units = split_units(source, compile_jobs(), micro if quick else 0)
+    if len(units) < 2 or not _build_units(cc, flags, units, tmp, quick):
       res = subprocess.run([cc, *flags, c_path, '-o', tmp, '-lm'], capture_output=True, text=True)
       if res.returncode != 0:
         raise CompileError(f"the C compiler failed on generated kernel source ({c_path}):\n{res.stderr.strip()}\n"
@@ -327,29 +329,35 @@ def compile_jobs() -> int:
   """How many compiler processes one build runs at once: the cores this process may use."""
   return len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (os.cpu_count() or 1)
 
-def split_units(source: str, jobs: int) -> list[str]:
+def split_units(source: str, jobs: int, first: int = 0) -> list[str]:
   """`source` as up to `jobs` translation units of about equal size, each the common prelude (the text before the
   first `UNIT` mark) plus some of the pieces between the marks; `[source]` when it has no marks, one job, or too
   little kernel text to be worth it. A piece is a kernel with its entry, or the program's entries, which reach the
-  kernels through declared entries only, so the pieces link in any grouping."""
+  kernels through declared entries only, so the pieces link in any grouping. `first`: characters' worth of work the
+  first unit has besides its pieces (a quick build's micro-kernels)."""
   head, *pieces = source.split(UNIT)
   if jobs < 2 or len(pieces) < 2 or len(source) - len(head) < SPLIT_MIN_CHARS: return [source]
-  groups: list = [[0, []] for _ in range(min(jobs, len(pieces)))]
+  groups: list = [[first if i == 0 else 0, []] for i in range(min(jobs, len(pieces)))]
   for piece in sorted(pieces, key=len, reverse=True):   # the longest first, each to the lightest unit so far
     lightest = min(groups, key=lambda g: g[0])
     lightest[0] += len(piece)
     lightest[1].append(piece)
   return [head + "".join(UNIT + piece for piece in g[1]) for g in groups]
 
-def _build_units(cc: str, flags: tuple, units: list, so: str) -> bool:
-  """Compile `units` to objects, all at once, and link them into `so`; False when any step fails."""
+MICRO_CHARS = 7000         # a micro-kernel instantiation (one line) compiles as long as this much kernel text: about
+                           # 36 ms at -O3, where a matmul kernel of 4000 characters takes 20 ms at -O1
+
+def _build_units(cc: str, flags: tuple, units: list, so: str, shared_micro: bool = False) -> bool:
+  """Compile `units` to objects, all at once, and link them into `so`; False when any step fails. With
+  `shared_micro` (a quick build) only the first unit defines the micro-kernels, the others declare them."""
   compile_flags = [f for f in flags if f != '-shared']
   with tempfile.TemporaryDirectory(dir=os.path.dirname(so), prefix='.tmp-units-') as d:
     procs, objs = [], []
     for i, text in enumerate(units):
       src, obj = os.path.join(d, f'u{i}.c'), os.path.join(d, f'u{i}.o')
       with open(src, 'w') as f: f.write(text)
-      procs.append(subprocess.Popen([cc, *compile_flags, '-c', src, '-o', obj], stdout=subprocess.DEVNULL,
+      elsewhere = ['-DTJX_MICRO_ELSEWHERE'] if shared_micro and i else []
+      procs.append(subprocess.Popen([cc, *compile_flags, *elsewhere, '-c', src, '-o', obj], stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL))
       objs.append(obj)
     if any(p.wait() != 0 for p in procs): return False

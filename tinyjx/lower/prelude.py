@@ -323,17 +323,37 @@ static inline int tjx_consecutive(const int64_t* off, int64_t n) {
       V av = (X) - (V){0}; \
       acc[r][0] += av * b0; acc[r][1] += av * b1; } } \
   memcpy(c, acc, sizeof acc);
+/* A micro-kernel is static in each translation unit, where GCC specializes it for the unit's calls (a copy shared
+   by all units made the 1024 matmul 8% slower). A quick build (-DTJX_QUICK), which runs a few times at most, shares
+   one: compiled at -O3 it takes longer than most kernels, and every unit compiling it would double that. There the
+   micro-kernels are defined (hidden) in the first unit and declared in the others (devices/cpu.py compiles them
+   with -DTJX_MICRO_ELSEWHERE). */
+#ifdef TJX_QUICK
+#define TJX_MICRO_LINK __attribute__((visibility("hidden")))
+#else
+#define TJX_MICRO_LINK static
+#endif
+#ifdef TJX_MICRO_ELSEWHERE
+#define TJX_MICRO(T, V, N, MR, NR) \
+TJX_MICRO_LINK void tjx_mm_##N(int64_t K, const T* restrict a, const T* restrict b, T* restrict c, int more);
+#define TJX_MICRO_DIRECT(T, V, N, MR, NR) \
+TJX_MICRO_LINK void tjx_mmd_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, \
+                                const int64_t* restrict koff, const T* restrict b, T* restrict c, int more);
+#define TJX_MICRO_ROWS(T, V, N, MR, NR) \
+TJX_MICRO_LINK void tjx_mmr_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, const T* restrict b, \
+                                T* restrict c, int more);
+#else
 /* x packed: row r of the block at k is a[k * MR + r] */
 #define TJX_MICRO(T, V, N, MR, NR) \
-TJX_CONTRACT_FN static void tjx_mm_##N(int64_t K, const T* restrict a, const T* restrict b, \
-                                      T* restrict c, int more) { \
+TJX_CONTRACT_FN TJX_MICRO_LINK void tjx_mm_##N(int64_t K, const T* restrict a, const T* restrict b, \
+                                              T* restrict c, int more) { \
   TJX_CONTRACT_BODY \
   TJX_MICRO_LOOP(V, MR, NR, a[k * MR + r]) }
 /* x read in place (a direct matmul: x is a sliding window, never packed): row r of the block at k is
    a[roff[r] + koff[k]]; rows that are consecutive (a block within one image row) are read from one pointer at
    constant offsets, which keeps twelve row pointers out of the general-purpose registers */
 #define TJX_MICRO_DIRECT(T, V, N, MR, NR) \
-TJX_CONTRACT_FN static void tjx_mmd_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, \
+TJX_CONTRACT_FN TJX_MICRO_LINK void tjx_mmd_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, \
                                        const int64_t* restrict koff, const T* restrict b, \
                                        T* restrict c, int more) { \
   TJX_CONTRACT_BODY \
@@ -347,12 +367,13 @@ TJX_CONTRACT_FN static void tjx_mmd_##N(int64_t K, const T* restrict a, const in
 /* x read in place along its rows (a small x that stays in cache, never packed): row r of the block at k is
    a[roff[r] + k] */
 #define TJX_MICRO_ROWS(T, V, N, MR, NR) \
-TJX_CONTRACT_FN static void tjx_mmr_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, \
+TJX_CONTRACT_FN TJX_MICRO_LINK void tjx_mmr_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, \
                                        const T* restrict b, T* restrict c, int more) { \
   TJX_CONTRACT_BODY \
   const T* row[MR]; \
   for (int r = 0; r < MR; r++) row[r] = a + roff[r]; \
   TJX_MICRO_LOOP(V, MR, NR, row[r][k]) }
+#endif
 """
 
 SORT = r"""/* stable merge sort of row indices by key; NaN sorts last ascending and first descending (numpy's order) */
