@@ -163,6 +163,12 @@ def is_reduce_then_store(stmts: list, several: bool = False) -> bool:
   return all(isinstance(st, Store) and st.idx is stores[0].idx and st.valid is stores[0].valid for st in stores) and \
     (len(stores) == 1 or several)
 
+def walk(stmts: list):
+  """Every statement below `stmts`, loops before their bodies."""
+  for s in stmts:
+    yield s
+    if isinstance(s, Loop): yield from walk(s.body)
+
 # --- helpers ---
 def strides(shape) -> list[int]:
   out, acc = [], 1

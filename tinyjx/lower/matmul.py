@@ -177,8 +177,7 @@ class MatmulEmitter:
       lines.append(f"{pad}  }}")
     if wbuf != 'roff':
       lines.append(f"{pad}  {t}* {wbuf} = tjx_alloc({'MB' if wbuf == 'pa' else 'NB'} * {wblk} * K * sizeof({t}));")
-    rows_first = plan.by_rows
-    if rows_first:
+    if plan.by_rows:
       lines.append(f"{pad}  {t}* panels = tjx_alloc(NB * {nr} * K * sizeof({t}));")
       frees.append('panels')
     lines += [*([f"{pad}  {t}* parts = tjx_alloc({plan.split_groups} * MB * NB * {mr * nr} * sizeof({t}));"]
@@ -190,7 +189,7 @@ class MatmulEmitter:
                 f"{p2}{t}* dst = {wbuf} + bb * {wblk} * K;"]
       self.pack_panel(s, whole, lines, p2)
       lines.append(f"{pad}  }}")
-    if rows_first: return self.by_rows(s, lines, pad, part, a_ptr, t, frees)
+    if plan.by_rows: return self.by_rows(s, lines, pad, part, a_ptr, t, frees)
     alloc = "NULL" if self.in_place(s, part) else f"tjx_alloc({plan.group * pblk} * {plan.chunk * inner} * sizeof({t}))"
     lines.append(f"{pad}  {t}* panel = {alloc};")               # (x streaming in place packs no panel)
     chunk = (outer, plan.chunk, inner)

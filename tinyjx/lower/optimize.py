@@ -45,7 +45,7 @@ from tinyjx.uop import UOp, Ops, GroupOp, toposort, substitute
 from tinyjx.lower import symbolic as sym
 from tinyjx.lower.prelude import FAST_F32
 from tinyjx.lower.index import (Loop, Decl, Update, Store, Sort, Kernel, Matmul, MatmulPlan, Local, Assign, unflatten,
-                                strides, is_reduce_then_store, identity, scalar)
+                                strides, is_reduce_then_store, identity, scalar, walk)
 from tinyjx.lower.symbolic import IDX
 
 PARALLEL_WORK = 1 << 16          # below this many operations a parallel region costs more than it saves
@@ -826,11 +826,6 @@ def pipeline_rows(k: Kernel, device=None) -> None:
   for i, s in reversed(list(enumerate(k.body))):
     if isinstance(s, Loop) and (new := _pipelined(s, k)) is not None: k.body[i:i + 1] = new
 
-def _statements(stmts: list):
-  for s in stmts:
-    yield s
-    if isinstance(s, Loop): yield from _statements(s.body)
-
 def _moved(stmts: list, at: dict) -> list:
   """A copy of `stmts` with the loop variables in `at` replaced (the statements `_pipelined` accepts)."""
   def one(s):
@@ -852,7 +847,7 @@ def _pipelined(rows: Loop, k: Kernel) -> list | None:
   """The statements of `pipeline_rows` for loop `rows`, or None where it has no such pair of passes."""
   if rows.serial or rows.parallel or rows.size < 2 * PIPELINE_CHUNK_ROWS: return None
   body = rows.body
-  if not all(isinstance(s, (Loop, Decl, Local, Update, Store, Assign)) for s in _statements(body)): return None
+  if not all(isinstance(s, (Loop, Decl, Local, Update, Store, Assign)) for s in walk(body)): return None
   at = [i for i, s in enumerate(body) if isinstance(s, Loop)]
   if len(at) < 2: return None
   first, second = body[at[0]], body[at[1]]
@@ -861,7 +856,7 @@ def _pipelined(rows: Loop, k: Kernel) -> list | None:
      not _vector_reduction(first) or not _vector_reduction(second) or \
      any(isinstance(b, Loop) for b in first.body + second.body): return None
   if not all(isinstance(b, Update) and b.acc is acc for b in first.body) or \
-     any(isinstance(s, (Update, Assign)) and s.acc is acc for s in _statements(body[at[0] + 1:])): return None
+     any(isinstance(s, (Update, Assign)) and s.acc is acc for s in walk(body[at[0] + 1:])): return None
   # (a float32 sum kept in double: copied out of `ahead`, it would be read rounded to float32)
   if acc.arg[1] is Ops.ADD and acc.dtype is dtypes.float32 and acc not in k.narrow_sums: return None
   values = [b.value for b in first.body]

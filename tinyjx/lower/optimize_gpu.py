@@ -39,7 +39,7 @@ from tinyjx import dtypes
 from tinyjx.uop import UOp, Ops, toposort, substitute
 from tinyjx.lower import symbolic as sym
 from tinyjx.lower.index import (Loop, Decl, Update, Store, Kernel, Contraction, unflatten, load, flat_index,
-                                is_reduce_then_store)
+                                is_reduce_then_store, walk)
 
 MAX_DIMS = 3
 GROUP = 256                # threads of a work group, where the device allows that many
@@ -118,12 +118,6 @@ def grid_loops(stmts: list, most: int = MAX_DIMS) -> list:
     loops.append(stmts[0])
     stmts = stmts[0].body
   return loops
-
-def walk(stmts: list):
-  """Every statement below `stmts`, loops before their bodies."""
-  for s in stmts:
-    yield s
-    if isinstance(s, Loop): yield from walk(s.body)
 
 def fresh_var(stmts: list, size: int, taken: list) -> UOp:
   """A loop variable of `size` numbered past every loop variable of `stmts` and of `taken`."""
