@@ -149,6 +149,50 @@ def test_a_reduction_read_by_two_kernels_is_computed_once(cpu):
   np.testing.assert_allclose(a, x / x.sum(axis=0), rtol=1e-4)
   np.testing.assert_array_equal(s, np.argsort(x.sum(axis=0), kind='stable'))
 
+def _stable_argsort(x, axis, descending):
+  """numpy's stable argsort, descending as JAX's: ties keep their order (lower index first), NaN first."""
+  if not descending: return np.argsort(x, axis=axis, kind='stable')
+  n = x.shape[axis]
+  return n - 1 - np.flip(np.argsort(np.flip(x, axis), axis=axis, kind='stable'), axis)
+
+def _hard_row(rng, shape, dtype):
+  """Values with ties, NaNs, infinities and both zeros (floats), or a few small integers."""
+  if np.dtype(dtype).kind != 'f': return rng.integers(0, 5, shape).astype(dtype)
+  x = np.round(rng.standard_normal(shape) * 2) / 2
+  m = rng.random(shape)
+  x[m < 0.05], x[(m > 0.05) & (m < 0.08)], x[(m > 0.08) & (m < 0.1)] = np.nan, np.inf, -np.inf
+  x[(m > 0.1) & (m < 0.15)] = -0.0
+  return x.astype(dtype)
+
+@pytest.mark.parametrize("n, k", [(1, 1), (7, 3), (31, 1), (33, 4), (255, 31), (257, 64), (1024, 128), (4096, 512)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32, np.uint8])
+def test_an_argsort_read_in_its_first_places_selects_them(cpu, n, k, dtype):
+  """lax.top_k and argsort(x)[:k] sort only the first k places of each row (tjx_topk): the indices and values of
+  a full stable sort's first k, ties, NaNs and both zeros included, ascending and descending, along the last axis
+  and along the first; a row sorted the other way (more indices get in than the budget) falls back to the sort."""
+  from tinyjx import lax
+  from tinyjx.lower.render import TOPK_FRACTION, TOPK_MAX
+  rng = np.random.default_rng(n * 7 + k)
+  x = _hard_row(rng, (5, n), dtype)
+  x[-1] = np.sort(x[-1])           # ascending: top_k's every element comes first so far
+  exe = compiled(cpu, lambda x: lax.top_k(x, k), x)
+  assert bool(re.search(r'tjx_topk_\w\(key', exe.source)) == (k <= min(n // TOPK_FRACTION, TOPK_MAX))
+  vals, idx = run(exe, x)
+  want = _stable_argsort(x, 1, True)[:, :k]
+  np.testing.assert_array_equal(idx, want)
+  np.testing.assert_array_equal(vals, np.take_along_axis(x, want, 1))
+  y = _hard_row(rng, (n, 3), dtype)
+  exe = compiled(cpu, lambda y: jnp.argsort(y, axis=0)[:k] + 0, y)
+  np.testing.assert_array_equal(run(exe, y)[0], _stable_argsort(y, 0, False)[:k])
+
+def test_an_argsort_also_read_whole_is_sorted_whole(cpu):
+  x = _hard_row(np.random.default_rng(1), (4, 100), np.float32)
+  exe = compiled(cpu, lambda x: (jnp.argsort(x, axis=1)[:, :5], jnp.argsort(x, axis=1)), x)
+  assert not re.search(r'tjx_topk_\w\(key', exe.source)
+  head, whole = run(exe, x)
+  np.testing.assert_array_equal(whole, _stable_argsort(x, 1, False))
+  np.testing.assert_array_equal(head, whole[:, :5])
+
 def test_intermediate_buffers_are_reused_by_liveness(cpu):
   x = rand(256)
   def f(x):

@@ -28,7 +28,7 @@ from tinyjx.uop import UOp, Ops, toposort, substitute, prim_name
 from tinyjx.rewrite import graph_rewrite
 from tinyjx.lower.simplify import pm_simplify, pm_decompose, fold_permutes, relu_masks
 from tinyjx.lower.schedule import schedule, KernelItem
-from tinyjx.lower.index import build_kernel, NeedsBuffer
+from tinyjx.lower.index import build_kernel, NeedsBuffer, Sort
 from tinyjx.lower.memory import plan
 from tinyjx.lower.optimize import (is_matmul, as_matmul, merge_nests, unroll_windows, as_column_reduction,
                                    as_column_scan, split_reductions, stash_shared, split_chains, tile_transposes,
@@ -90,10 +90,27 @@ def do_schedule_and_index(st: Lowering) -> Lowering:
       # what each kernel reads that is a zero-padded array (a direct matmul skips the windows' padding)
       pads = {s: (n.shape, _zero_pads(n)) for n, s in st.slot_of.items() if n.op is Ops.PAD}
       for k in st.kernels: k.zero_pads = {g.arg: pads[g.arg] for g in k.args if g.arg in pads and g.arg not in k.outs}
+      sorted_prefix(st)
       return st
     except NeedsBuffer as e:
       if e.node in forced: raise
       forced.add(e.node)
+
+def sorted_prefix(st: Lowering) -> None:
+  """Each argsort whose every reader slices a leading part of its axis (`lax.top_k`, `argsort(x)[..., :k]`) and
+  that is not an output sets its `Sort.top` to the longest such part: a CPU kernel then selects those positions
+  (render.py, `tjx_topk`) instead of sorting the whole axis. Positions past `top` are never written."""
+  sorts = [s for k in st.kernels for s in k.body if isinstance(s, Sort)]
+  if not sorts: return
+  users: dict = {}
+  for n in toposort(st.roots):
+    for src in n.src: users.setdefault(src, []).append(n)
+  node_of, roots = {slot: n for n, slot in st.slot_of.items()}, set(st.roots)
+  for s in sorts:
+    n = node_of[s.out.arg]
+    readers = users.get(n, [])
+    ends = [u.arg[s.axis][1] for u in readers if u.op is Ops.SHRINK and u.arg[s.axis][0] == 0]
+    if n not in roots and readers and len(ends) == len(readers): s.top = max(ends)
 
 def _zero_pads(n: UOp) -> tuple:
   """The zeros around a PAD node's data on each axis, (before, after), through a chain of PADs (one per axis, as

@@ -71,6 +71,7 @@ class Sort:
   shape: tuple
   axis: int
   descending: bool
+  top: int = 0                              # positions along the axis anything reads (0: all): lower.sorted_prefix
 
 @dataclass(eq=False)
 class Local:

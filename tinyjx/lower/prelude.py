@@ -390,9 +390,42 @@ static void tjx_sort_##N(const K* key, int32_t* idx, int32_t* tmp, int64_t n, in
       while (b < hi) tmp[o++] = idx[b++]; } \
     int32_t* t = idx; idx = tmp; tmp = t; \
     if (2 * w >= n) { memcpy(tmp, idx, n * sizeof(int32_t)); } } }
+/* the first k positions of that sort (lax.top_k, argsort(x)[:k]), in one pass over the row: h holds the k indices
+   that come first so far, in order; an index that comes before the last of them is put in its place (a binary
+   search, then a move of the rest by one). `before` is the merge sort's order with ties broken by index, a total
+   order, so the k are exactly the sort's first k. On a random row few indices get in (about k (1 + ln(n / k)));
+   where more than `budget` do (a row sorted the other way: every one, each moving k), it returns 0 and the caller
+   sorts the row instead. */
+#define TJX_TOPK(K, N, NANS) \
+static inline int tjx_before_##N(const K* key, int32_t i, int32_t j, int desc) { \
+  K x = key[i], y = key[j]; \
+  if (NANS && (x != x || y != y)) return (x != x) == (y != y) ? i < j : (desc ? x != x : y != y); \
+  return desc ? (x > y || (x == y && i < j)) : (x < y || (x == y && i < j)); } \
+static inline int tjx_topk_run_##N(const K* key, int32_t* h, int64_t n, int64_t k, int desc, int64_t budget) { \
+  int64_t m = 0; \
+  K last = 0; \
+  for (int64_t j = 0; j < n; j++) { \
+    const K x = key[j]; /* (j comes after every index in h: a tie with the last does not get in) */ \
+    if (m == k && !(desc ? x > last || (NANS && x != x && last == last) \
+                         : x < last || (NANS && last != last && x == x))) continue; \
+    if (--budget < 0) return 0; \
+    int64_t lo = 0, len = m < k ? m : k - 1; \
+    while (len > 0) { \
+      int64_t half = len / 2, b = tjx_before_##N(key, h[lo + half], (int32_t)j, desc); \
+      lo = b ? lo + half + 1 : lo; len = b ? len - half - 1 : half; } \
+    int64_t end = m < k ? m++ : k - 1; \
+    memmove(h + lo + 1, h + lo, (end - lo) * sizeof(int32_t)); \
+    h[lo] = (int32_t)j; \
+    last = key[h[m - 1]]; } \
+  return 1; } \
+static int tjx_topk_##N(const K* key, int32_t* h, int64_t n, int64_t k, int desc, int64_t budget) { \
+  return desc ? tjx_topk_run_##N(key, h, n, k, 1, budget) : tjx_topk_run_##N(key, h, n, k, 0, budget); }
 TJX_SORT(double, d, 1)
 TJX_SORT(int64_t, i, 0)
 TJX_SORT(uint64_t, u, 0)
+TJX_TOPK(double, d, 1)
+TJX_TOPK(int64_t, i, 0)
+TJX_TOPK(uint64_t, u, 0)
 """
 
 PORTABLE = FLOAT_OPS + INT_OPS

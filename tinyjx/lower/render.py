@@ -45,6 +45,8 @@ INFIX = {Ops.ADD: '+', Ops.SUB: '-', Ops.MUL: '*', Ops.AND: '&', Ops.OR: '|', Op
          Ops.CMPLE: '<=', Ops.CMPEQ: '==', Ops.CMPNE: '!='}
 NARROW = {dtypes.bool_, dtypes.int8, dtypes.int16, dtypes.uint8, dtypes.uint16}
 SHORT_LOOP = 16   # GCC unrolls loops of up to this many iterations completely (its max-completely-peel-times)
+TOPK_FRACTION = 8 # an argsort read only in its first top positions selects them (tjx_topk) where top <= n / this
+TOPK_MAX = 512    # and top <= this (a row sorted the other way moves top indices for each element)
 
 def c_float(v: float, dt) -> str:
   if math.isnan(v): return 'NAN'
@@ -244,6 +246,13 @@ class CRenderer(MatmulEmitter):
     key_t = {'d': 'double', 'u': 'uint64_t', 'i': 'int64_t'}[kind]
     val = f"b{s.src.arg}[base + j * {inner}]"
     if s.src.dtype is dtypes.float16: val = f"TJX_H2F({val})"
+    # only the first `top` positions are read (lower.sorted_prefix): selected, where that is much less than the row
+    top = s.top if 0 < s.top <= min(n // TOPK_FRACTION, TOPK_MAX) else n
+    sort = f"tjx_sort_{kind}(key, idx, idx + {n}, {n}, {int(s.descending)});"
+    if top < n:   # (a row that lets in more than its budget, about three times a random row's count, is sorted)
+      budget = top * (1 + 2 * math.ceil(math.log2(n / top)))
+      sort = (f"if (!tjx_topk_{kind}(key, idx, {n}, {top}, {int(s.descending)}, {budget})) {{ "
+              f"for (int64_t j = 0; j < {n}; j++) idx[j] = (int32_t)j; {sort} }}")
     lines += [f"{pad}if ({n} > 0) {{",
               f"#pragma omp parallel if({int(rows > 1 and rows * n > 4096)})",
               f"{pad}{{",
@@ -253,8 +262,8 @@ class CRenderer(MatmulEmitter):
               f"{pad}  for (int64_t r = 0; r < {rows}; r++) {{",
               f"{pad}    int64_t base = (r / {inner}) * {n * inner} + r % {inner};",
               f"{pad}    for (int64_t j = 0; j < {n}; j++) {{ key[j] = ({key_t}){val}; idx[j] = (int32_t)j; }}",
-              f"{pad}    tjx_sort_{kind}(key, idx, idx + {n}, {n}, {int(s.descending)});",
-              f"{pad}    for (int64_t j = 0; j < {n}; j++) b{s.out.arg}[base + j * {inner}] = idx[j];",
+              f"{pad}    {sort}",
+              f"{pad}    for (int64_t j = 0; j < {top}; j++) b{s.out.arg}[base + j * {inner}] = idx[j];",
               f"{pad}  }}",
               f"{pad}  free(key); free(idx);",
               f"{pad}}}}}"]
