@@ -193,6 +193,18 @@ def test_an_argsort_also_read_whole_is_sorted_whole(cpu):
   np.testing.assert_array_equal(whole, _stable_argsort(x, 1, False))
   np.testing.assert_array_equal(head, whole[:, :5])
 
+def test_what_gathers_read_more_often_than_it_has_elements_is_computed_once(cpu):
+  """searchsorted's keys (integers made of the sorted floats) are a buffer of their own: the search kernel reads
+  them with 13 gathers a query, and fused each gather would compute its key again."""
+  a, v = np.sort(rand(4096)), rand(3000, seed=1)
+  exe = compiled(cpu, jnp.searchsorted, a, v)
+  assert len(exe.kernels) == 2
+  search = exe.source[exe.source.index('static void k1'):exe.source.index('void tjx_kernel_1')]
+  assert search.count('union') == 1       # one bit cast a query (its own key), none for the 13 probes
+  np.testing.assert_array_equal(run(exe, a, v)[0], np.searchsorted(a, v))
+  small = compiled(cpu, lambda a, i: jnp.exp(a)[i], rand(100), np.arange(10, dtype=np.int32))
+  assert len(small.kernels) == 1    # (ten reads of a hundred: computed where they are read)
+
 def test_intermediate_buffers_are_reused_by_liveness(cpu):
   x = rand(256)
   def f(x):

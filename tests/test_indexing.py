@@ -366,15 +366,21 @@ def test_lexsort_matches_numpy():
 @SETTINGS
 @given(st.data())
 def test_searchsorted_matches_numpy(data):
-  a = data.draw(st.lists(st.sampled_from([-2., -1., 0., 0.5, 1., 3., np.nan]), max_size=9))
-  a = np.sort(np.array(a, np.float32))
-  v = np.array(data.draw(st.lists(st.sampled_from([-3., -1., 0., 0.7, 1., 5., np.nan]), max_size=6)), np.float32)
+  """Both sides, every method, eager and jitted, float32, float16 and bfloat16 (the binary search compares integer
+  keys of the floats: NaN last, both zeros alike, infinities at the ends)."""
+  a = data.draw(st.lists(st.sampled_from([-2., -1., -0., 0., 0.5, 1., 3., np.inf, -np.inf, np.nan]), max_size=9))
+  v = data.draw(st.lists(st.sampled_from([-3., -1., -0., 0., 0.7, 1., 5., np.inf, -np.inf, np.nan]), max_size=6))
+  dt = data.draw(st.sampled_from([jnp.float32, jnp.float16, jnp.bfloat16]))
+  aj, vj = jnp.sort(jnp.asarray(a, jnp.float32).astype(dt)), jnp.asarray(v, jnp.float32).astype(dt)
+  a32, v32 = np.asarray(aj.astype(jnp.float32)), np.asarray(vj.astype(jnp.float32))   # (exact in float32)
   side = data.draw(st.sampled_from(['left', 'right']))
   method = data.draw(st.sampled_from(['scan', 'compare_all']))
-  want = np.searchsorted(a, v, side=side)
-  got = jnp.searchsorted(jnp.asarray(a), jnp.asarray(v), side=side, method=method)
+  want = np.searchsorted(a32, v32, side=side)
+  got = jnp.searchsorted(aj, vj, side=side, method=method)
   assert got.dtype is tinyjx.dtypes.int32
   np.testing.assert_array_equal(np.asarray(got), want)
+  jitted = tinyjx.jit(lambda a, v: jnp.searchsorted(a, v, side=side, method=method))
+  np.testing.assert_array_equal(np.asarray(jitted(aj, vj)), want)
 
 def test_searchsorted_sorter_and_errors():
   a = np.array([3, 1, 2])

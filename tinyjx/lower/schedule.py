@@ -13,6 +13,7 @@ elementwise consumers as an accumulator (index.py decides where that is legal). 
   the sum of squares of `x.var(0)`, `where(rows == i, b[i] - l[i] @ x, x)`);
 - an elementwise node with transcendental work read by several kernels through different views, and the gradient of
   a max (a max pool's) read by several kernels;
+- a computed node that gathers read more times than it has elements (`_gathered`: a binary search's keys);
 - the operand of a contraction read through a view that repeats its elements (a convolution's sliding
   windows): packing the operand evaluates every repeat, so what the view reads is computed once instead; where
   the view pads (a padded convolution, an input gradient), the padded array too, so the windows read a plain
@@ -88,6 +89,7 @@ def decide_buffers(roots: list, forced: set) -> set:
     if _needs_buffer(n): m.add(n)
     m.update(_forced_sources(n))
     m.update(_repeated_operands(n))
+    if _gathered(n, users): m.add(n)
     m.update(_activation(c, users, m, order) for c in _contractions_below(n, m))
   contractions = [n for n in nodes if _is_contraction(n)]
   while True:
@@ -256,6 +258,14 @@ def _spread_column(n: UOp, extents: list) -> bool:
   256 x 256); on its own it is a column reduction, or a matmul, and the bigger kernel walks its rows (75 us)."""
   if n.op is not Ops.REDUCE or not any(e > n.size for e in extents): return False
   return n.src[0].ndim - 1 not in n.arg[1] or _is_contraction(n)
+
+def _gathered(n: UOp, users: dict) -> bool:
+  """n computes something (it is not a view or a cast of a buffer) and gathers read it, at places known only at run
+  time, more times than it has elements: fused into them, every read would compute its element again (a binary
+  search's keys, `searchsorted`: 13 reads a query of 4096 keys); a buffer computes each once."""
+  if n.op in GroupOp.Movement or n.op in INPUT_OPS or n.op in (Ops.CONST, Ops.CAST): return False
+  reads = [u.size for u in users.get(n, ()) if u.op is Ops.GATHER and u.src[0] is n]
+  return bool(reads) and sum(reads) > n.size
 
 def _worth_buffer(n: UOp, users: dict) -> bool:
   """A reduction read by several kernels, transcendental work read by several kernels through several ops, or the
