@@ -376,38 +376,36 @@ TJX_CONTRACT_FN TJX_MICRO_LINK void tjx_mmr_##N(int64_t K, const T* restrict a, 
 #endif
 """
 
-SORT = r"""/* stable merge sort of row indices by key; NaN sorts last ascending and first descending (numpy's order) */
-#define TJX_SORT(K, N, NANS) \
+SORT = r"""/* the sorts' order: x comes strictly before y (NaN last ascending and first descending, numpy's order); index i
+   comes before index j where its key does, or where neither key does and i < j (a stable sort's order, a total one) */
+#define TJX_ORDER(K, N, NANS) \
+static inline int tjx_ahead_##N(K x, K y, int desc) { \
+  return desc ? (x > y || (NANS && x != x && y == y)) : (x < y || (NANS && y != y && x == x)); } \
+static inline int tjx_before_##N(const K* key, int32_t i, int32_t j, int desc) { \
+  return tjx_ahead_##N(key[i], key[j], desc) || (i < j && !tjx_ahead_##N(key[j], key[i], desc)); }
+/* stable merge sort of row indices by key */
+#define TJX_SORT(K, N) \
 static void tjx_sort_##N(const K* key, int32_t* idx, int32_t* tmp, int64_t n, int desc) { \
   for (int64_t w = 1; w < n; w *= 2) { \
     for (int64_t lo = 0; lo < n; lo += 2 * w) { \
       int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, a = lo, b = mid, o = lo; \
-      while (a < mid && b < hi) { \
-        K x = key[idx[b]], y = key[idx[a]]; \
-        int before = desc ? (x > y || (NANS && x != x && y == y)) : (x < y || (NANS && y != y && x == x)); \
-        tmp[o++] = before ? idx[b++] : idx[a++]; } \
+      while (a < mid && b < hi) tmp[o++] = tjx_ahead_##N(key[idx[b]], key[idx[a]], desc) ? idx[b++] : idx[a++]; \
       while (a < mid) tmp[o++] = idx[a++]; \
       while (b < hi) tmp[o++] = idx[b++]; } \
     int32_t* t = idx; idx = tmp; tmp = t; \
     if (2 * w >= n) { memcpy(tmp, idx, n * sizeof(int32_t)); } } }
 /* the first k positions of that sort (lax.top_k, argsort(x)[:k]), in one pass over the row: h holds the k indices
    that come first so far, in order; an index that comes before the last of them is put in its place (a binary
-   search, then a move of the rest by one). `before` is the merge sort's order with ties broken by index, a total
-   order, so the k are exactly the sort's first k. On a random row few indices get in (about k (1 + ln(n / k)));
-   where more than `budget` do (a row sorted the other way: every one, each moving k), it returns 0 and the caller
-   sorts the row instead. */
-#define TJX_TOPK(K, N, NANS) \
-static inline int tjx_before_##N(const K* key, int32_t i, int32_t j, int desc) { \
-  K x = key[i], y = key[j]; \
-  if (NANS && (x != x || y != y)) return (x != x) == (y != y) ? i < j : (desc ? x != x : y != y); \
-  return desc ? (x > y || (x == y && i < j)) : (x < y || (x == y && i < j)); } \
+   search, then a move of the rest by one). The order is total, so the k are exactly the sort's first k. On a random
+   row few indices get in (about k (1 + ln(n / k))); where more than `budget` do (a row sorted the other way: every
+   one, each moving k), it returns 0 and the caller sorts the row instead. */
+#define TJX_TOPK(K, N) \
 static inline int tjx_topk_run_##N(const K* key, int32_t* h, int64_t n, int64_t k, int desc, int64_t budget) { \
   int64_t m = 0; \
   K last = 0; \
   for (int64_t j = 0; j < n; j++) { \
     const K x = key[j]; /* (j comes after every index in h: a tie with the last does not get in) */ \
-    if (m == k && !(desc ? x > last || (NANS && x != x && last == last) \
-                         : x < last || (NANS && last != last && x == x))) continue; \
+    if (m == k && !tjx_ahead_##N(x, last, desc)) continue; \
     if (--budget < 0) return 0; \
     int64_t lo = 0, len = m < k ? m : k - 1; \
     while (len > 0) { \
@@ -420,12 +418,10 @@ static inline int tjx_topk_run_##N(const K* key, int32_t* h, int64_t n, int64_t 
   return 1; } \
 static int tjx_topk_##N(const K* key, int32_t* h, int64_t n, int64_t k, int desc, int64_t budget) { \
   return desc ? tjx_topk_run_##N(key, h, n, k, 1, budget) : tjx_topk_run_##N(key, h, n, k, 0, budget); }
-TJX_SORT(double, d, 1)
-TJX_SORT(int64_t, i, 0)
-TJX_SORT(uint64_t, u, 0)
-TJX_TOPK(double, d, 1)
-TJX_TOPK(int64_t, i, 0)
-TJX_TOPK(uint64_t, u, 0)
+#define TJX_SORTS(K, N, NANS) TJX_ORDER(K, N, NANS) TJX_SORT(K, N) TJX_TOPK(K, N)
+TJX_SORTS(double, d, 1)
+TJX_SORTS(int64_t, i, 0)
+TJX_SORTS(uint64_t, u, 0)
 """
 
 PORTABLE = FLOAT_OPS + INT_OPS

@@ -248,11 +248,11 @@ class CRenderer(MatmulEmitter):
     if s.src.dtype is dtypes.float16: val = f"TJX_H2F({val})"
     # only the first `top` positions are read (lower.sorted_prefix): selected, where that is much less than the row
     top = s.top if 0 < s.top <= min(n // TOPK_FRACTION, TOPK_MAX) else n
-    sort = f"tjx_sort_{kind}(key, idx, idx + {n}, {n}, {int(s.descending)});"
+    order = f"tjx_sort_{kind}(key, idx, idx + {n}, {n}, {int(s.descending)});"
     if top < n:   # (a row that lets in more than its budget, about three times a random row's count, is sorted)
       budget = top * (1 + 2 * math.ceil(math.log2(n / top)))
-      sort = (f"if (!tjx_topk_{kind}(key, idx, {n}, {top}, {int(s.descending)}, {budget})) {{ "
-              f"for (int64_t j = 0; j < {n}; j++) idx[j] = (int32_t)j; {sort} }}")
+      order = (f"if (!tjx_topk_{kind}(key, idx, {n}, {top}, {int(s.descending)}, {budget})) {{ "
+               f"for (int64_t j = 0; j < {n}; j++) idx[j] = (int32_t)j; {order} }}")
     lines += [f"{pad}if ({n} > 0) {{",
               f"#pragma omp parallel if({int(rows > 1 and rows * n > 4096)})",
               f"{pad}{{",
@@ -262,7 +262,7 @@ class CRenderer(MatmulEmitter):
               f"{pad}  for (int64_t r = 0; r < {rows}; r++) {{",
               f"{pad}    int64_t base = (r / {inner}) * {n * inner} + r % {inner};",
               f"{pad}    for (int64_t j = 0; j < {n}; j++) {{ key[j] = ({key_t}){val}; idx[j] = (int32_t)j; }}",
-              f"{pad}    {sort}",
+              f"{pad}    {order}",
               f"{pad}    for (int64_t j = 0; j < {top}; j++) b{s.out.arg}[base + j * {inner}] = idx[j];",
               f"{pad}  }}",
               f"{pad}  free(key); free(idx);",
