@@ -9,15 +9,22 @@ here: outputs are fresh on every run and the others belong to their owners.
 """
 from __future__ import annotations
 
-ALIGN = 64
+ALIGN = 64                       # every buffer starts a vector
+PAGE, PAGE_FROM = 4096, 1 << 16  # and one this large starts a page (the arena does): see devices/cpu.py host_empty
 
-def _round(n: int) -> int: return (max(n, 1) + ALIGN - 1) // ALIGN * ALIGN
+def _align(n: int) -> int: return PAGE if n >= PAGE_FROM else ALIGN
+def _round(n: int) -> int:
+  a = _align(n)
+  return (max(n, 1) + a - 1) // a * a
+def _up(off: int, a: int) -> int: return (off + a - 1) // a * a
 
 def plan(steps: list[tuple[set, set]], sizes: dict[int, int]) -> tuple[dict[int, int], int]:
   """Offsets for the slots in `sizes` given `steps` = [(reads, writes), ...]; returns (offsets, arena bytes).
 
   >>> plan([(set(), {0}), ({0}, {1}), ({1}, {2})], {0: 100, 1: 100, 2: 100})   # 2 reuses the memory of 0
   ({0: 0, 1: 128, 2: 0}, 256)
+  >>> plan([(set(), {0}), ({0}, {1}), ({1}, {2})], {0: 100, 1: 70000, 2: 100})   # 1 starts a page
+  ({0: 0, 1: 4096, 2: 0}, 77824)
   """
   last: dict[int, int] = {}
   for i, (reads, writes) in enumerate(steps):
@@ -29,14 +36,17 @@ def plan(steps: list[tuple[set, set]], sizes: dict[int, int]) -> tuple[dict[int,
   for i, (reads, writes) in enumerate(steps):
     for s in sorted(writes):
       if s not in sizes or s in offsets: continue
-      need = _round(sizes[s])
-      fit = min((b for b in free if b[1] >= need), key=lambda b: b[1], default=None)
+      need, a = _round(sizes[s]), _align(sizes[s])
+      fit = min((b for b in free if _up(b[0], a) + need <= b[0] + b[1]), key=lambda b: b[1], default=None)
       if fit is None:
-        offsets[s], top = top, top + need
+        start = _up(top, a)
+        if start > top: free.append((top, start - top))
+        offsets[s], top = start, start + need
         continue
       free.remove(fit)
-      offsets[s] = fit[0]
-      if fit[1] > need: free.append((fit[0] + need, fit[1] - need))
+      start = offsets[s] = _up(fit[0], a)
+      if start > fit[0]: free.append((fit[0], start - fit[0]))
+      if fit[0] + fit[1] > start + need: free.append((start + need, fit[0] + fit[1] - start - need))
     for s in sorted(reads | writes):
       if last.get(s) == i and s in offsets: free.append((offsets[s], _round(sizes[s])))
     free = _coalesce(free)
