@@ -144,8 +144,8 @@ def test_schedule_fuses_a_private_reduction_into_its_consumer():
 
 # --- memory ---
 @settings(max_examples=examples(60), deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7), st.one_of(st.integers(1, 300), st.integers(60000, 70000))),
-                min_size=1, max_size=12))
+@given(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7),
+                          st.one_of(st.integers(1, 300), st.integers(60000, 70000))), min_size=1, max_size=12))
 def test_buffers_live_at_the_same_time_never_overlap(spans):
   spans = [(min(a, b), max(a, b), n) for a, b, n in spans]
   steps = [(set(), set()) for _ in range(8)]

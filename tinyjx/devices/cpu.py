@@ -35,7 +35,7 @@ from functools import lru_cache
 import numpy as np
 from tinyjx import counters, settings as config
 from tinyjx.devices import Backend, diskcache
-from tinyjx.devices.python import NumpyBuffer
+from tinyjx.devices.python import NumpyBuffer, host_empty, PAGE, PAGE_FROM  # noqa: F401 (PAGE, PAGE_FROM: tests)
 
 # --- the toolchain ---
 class NoCompilerError(RuntimeError):
@@ -469,23 +469,6 @@ class CPUDevice(Backend):
     return super().run_graph(roots)
 
 POOL_BYTES, POOL_ROWS = 64, 64   # outputs this small are rows of a shared block (see `_output_maker`)
-PAGE, PAGE_FROM = 4096, 1 << 16  # buffers of PAGE_FROM bytes or more start a page (see `host_empty`)
-
-def host_empty(shape: tuple, np_dt: np.dtype) -> tuple[np.ndarray, int]:
-  """(an uninitialized C-contiguous array, its address) for a buffer kernels write: 64-byte aligned (an AVX-512
-  vector), and one of PAGE_FROM bytes or more at the start of a page. Where an output starts relative to the
-  input a kernel reads beside it matters: on the Xeon with 2 MiB pages (numpy asks for them for large arrays), an
-  output 16 to 192 bytes past its input modulo 1 MiB doubles a streaming kernel's time (a layer norm of 4096 x 1024,
-  0.60 -> 1.47 ms; the core takes each load to wait on the store just before it, matching low address bits),
-  while 0, 256 or more, or any distance behind, costs nothing. numpy's own allocations land anywhere (the sweep's
-  layer norm got 80 bytes and ran 1.8 ms, 0.63 on a copy of its input); page-aligned buffers are 0 or a multiple
-  of 4 KiB apart, never just past each other."""
-  nbytes = int(np.prod(shape, dtype=np.int64)) * np_dt.itemsize
-  align = PAGE if nbytes >= PAGE_FROM else 64
-  raw = np.empty(nbytes + align, np.uint8)
-  base = address(raw)
-  start = -base % align
-  return np.ndarray(shape, np_dt, raw, start), base + start
 
 # --- compiled loops: a WHILE or SCAN whose sub-programs are only kernels runs in one foreign call ---
 LOOP_DRIVER = r"""#include <stdint.h>

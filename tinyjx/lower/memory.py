@@ -9,8 +9,9 @@ here: outputs are fresh on every run and the others belong to their owners.
 """
 from __future__ import annotations
 
-ALIGN = 64                       # every buffer starts a vector
-PAGE, PAGE_FROM = 4096, 1 << 16  # and one this large starts a page (the arena does): see devices/cpu.py host_empty
+from tinyjx.devices.python import PAGE, PAGE_FROM   # a buffer this large starts a page, as the arena does
+
+ALIGN = 64                                          # every buffer starts a vector
 
 def _align(n: int) -> int: return PAGE if n >= PAGE_FROM else ALIGN
 def _round(n: int) -> int:

@@ -14,7 +14,7 @@ import ctypes
 import numpy as np
 from tinyjx import counters, settings as config
 from tinyjx.uop import UOp, Ops, GroupOp
-from tinyjx.devices.python import LOOPS, run_loop
+from tinyjx.devices.python import LOOPS, run_loop, host_empty
 from tinyjx.lower.runtime import InterpretedStep, step_rules
 
 class LoopStep:
@@ -90,7 +90,7 @@ class CompiledLoop:
   def _run(self, args: list):
     a, nc, body = self.node.arg, self.nc, self.body_exe
     jx = a.body
-    carry = [[np.empty(o.shape, o.dtype.np) for o in jx.outs[:nc]] for _ in range(2)]
+    carry = [[host_empty(o.shape, o.dtype.np)[0] for o in jx.outs[:nc]] for _ in range(2)]   # (aligned: host_empty)
     for dst, src in zip(carry[0], args[:nc]): np.copyto(dst, np.asarray(src).reshape(dst.shape), casting='unsafe')
     scan = self.cond_exe is None
     length = a.length if scan else -1
@@ -103,7 +103,7 @@ class CompiledLoop:
       xs, ncc = [], a.n_cond_consts
       ccon = operands(args[nc:nc + ncc], a.cond.params[nc:])
       consts = operands(args[nc + ncc:], jx.params[nc:])
-    ys = [np.empty((a.length,) + o.shape, o.dtype.np) for o in jx.outs[nc:]] if scan else []
+    ys = [host_empty((a.length,) + o.shape, o.dtype.np)[0] for o in jx.outs[nc:]] if scan else []
     addr = lambda x: x.ctypes.data
     slides, copies, tables = [[], []], [[], []], []
     for p in range(2):
