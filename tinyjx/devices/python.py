@@ -20,19 +20,21 @@ from tinyjx.devices import Backend
 PAGE, PAGE_FROM = 4096, 1 << 16  # buffers of PAGE_FROM bytes or more start a page (see `host_empty`)
 
 def host_empty(shape: tuple, np_dt: np.dtype) -> tuple[np.ndarray, int]:
-  """(an uninitialized C-contiguous array, its address) for a buffer kernels write: 64-byte aligned (an AVX-512
-  vector), and one of PAGE_FROM bytes or more at the start of a page. Where an output starts relative to the
-  input a kernel reads beside it matters: on the Xeon with 2 MiB pages (numpy asks for them for large arrays), an
-  output 16 to 192 bytes past its input modulo 1 MiB doubles a streaming kernel's time (a layer norm of 4096 x 1024,
-  0.60 -> 1.47 ms; the core takes each load to wait on the store just before it, matching low address bits),
-  while 0, 256 or more, or any distance behind, costs nothing. numpy's own allocations land anywhere (the sweep's
-  layer norm got 80 bytes and ran 1.8 ms, 0.63 on a copy of its input); page-aligned buffers are 0 or a multiple
-  of 4 KiB apart, never just past each other."""
-  nbytes = int(np.prod(shape, dtype=np.int64)) * np_dt.itemsize
-  align = PAGE if nbytes >= PAGE_FROM else 64
-  raw = np.empty(nbytes + align, np.uint8)
+  """(an uninitialized C-contiguous array, its address) for a buffer kernels write; one of PAGE_FROM bytes or more
+  starts a page. Where an output starts relative to the input a kernel reads beside it matters: on the Xeon with
+  2 MiB pages (numpy asks for them for large arrays), an output 16 to 192 bytes past its input modulo 1 MiB doubles
+  a streaming kernel's time (a layer norm of 4096 x 1024, 0.60 -> 1.47 ms; the core takes each load to wait on the
+  store just before it, matching low address bits), while 0, 256 or more, or any distance behind, costs nothing.
+  numpy's own allocations land anywhere (the sweep's layer norm got 80 bytes and ran 1.8 ms, 0.63 on a copy of its
+  input); page-aligned buffers are 0 or a multiple of 4 KiB apart, never just past each other. A smaller buffer
+  is numpy's own (aligning it costs a microsecond a call, a kernel's time at that size)."""
+  nbytes = math.prod(shape) * np_dt.itemsize
+  if nbytes < PAGE_FROM:
+    a = np.empty(shape, np_dt)
+    return a, (ctypes.addressof(ctypes.c_char.from_buffer(a)) if nbytes else a.ctypes.data)
+  raw = np.empty(nbytes + PAGE, np.uint8)
   base = ctypes.addressof(ctypes.c_char.from_buffer(raw))
-  start = -base % align
+  start = -base % PAGE
   return np.ndarray(shape, np_dt, raw, start), base + start
 
 class NumpyBuffer(array.Buffer):
