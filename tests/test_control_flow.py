@@ -515,6 +515,27 @@ def test_cpu_loops_run_in_one_foreign_call_and_fall_back_to_calls_per_iteration(
     close(run_once(), want)
   assert not used and len(ran) == 61
 
+def test_compiled_loop_results_stay_fresh_across_calls(cpu):
+  """The driver keeps its carry sets and argument tables from call to call (CompiledLoop._prepare): each call's
+  results are copies, so a result kept from one call keeps its values after the next calls, with other
+  arguments, write into those carries again."""
+  def f(m, v):
+    def body(c):
+      w = m @ c[0]
+      return w / jnp.linalg.norm(w), c[1] + 1
+    return lax.while_loop(lambda c: c[1] < 12, body, (v, 0))
+  rng = np.random.default_rng(1)
+  args = [(rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal(8).astype(np.float32))
+          for _ in range(3)]
+  with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
+    want = [[np.asarray(r) for r in jit(f)(m, v)] for m, v in args]
+  g = jit(f)
+  kept = [g(m, v) for m, v in args] + [g(*args[0])]
+  for got, w_ in zip(kept, want + want[:1]):
+    close(got[0], w_[0])
+    assert int(got[1]) == 12
+  assert not np.shares_memory(np.asarray(kept[0][0]), np.asarray(kept[3][0]))
+
 def _loop_cases():
   """Loops that stress the compiled driver's bindings, each (function, args)."""
   rng = np.random.default_rng(3)

@@ -35,7 +35,7 @@ from functools import lru_cache
 import numpy as np
 from tinyjx import counters, settings as config
 from tinyjx.devices import Backend, diskcache
-from tinyjx.devices.python import NumpyBuffer, host_empty, PAGE, PAGE_FROM  # noqa: F401 (PAGE, PAGE_FROM: tests)
+from tinyjx.devices.python import NumpyBuffer, host_empty, address, PAGE, PAGE_FROM  # noqa: F401 (tests)
 
 # --- the toolchain ---
 class NoCompilerError(RuntimeError):
@@ -517,9 +517,14 @@ class _Copy(ctypes.Structure):
 
 _P2 = ctypes.c_void_p * 2
 
+@lru_cache(None)
+def _none(kind):
+  """An array of one `kind` that the driver never reads (its count is 0), shared."""
+  return (kind * 1)()
+
 def _pair(items: list, kind) -> tuple:
   """Per parity, a ctypes array of `kind` built from tuples; the two arrays and their lengths."""
-  arrays = [(kind * max(len(xs), 1))(*[kind(*x) for x in xs]) for xs in items]
+  arrays = [(kind * max(len(xs), 1))(*[kind(*x) for x in xs]) if xs else _none(kind) for xs in items]
   return arrays, _P2(*[ctypes.addressof(a) for a in arrays]), (ctypes.c_int64 * 2)(*[len(xs) for xs in items])
 
 @lru_cache(None)
@@ -529,7 +534,18 @@ def _loop_driver():
     [ctypes.c_void_p] * 6
   return fn
 
-def drive_loop(length: int, reverse: bool, cond, body, slides: list, copies: list, parallel: bool) -> int:
+def _entries(programs: list, memo: dict, key: str):
+  """The programs' entry points as the driver's array of function pointers, kept in `memo` (the caller's) while
+  they stay the same objects (an upgrade replaces them): a cast is a microsecond."""
+  fns = [p.fn for p in programs]
+  kept = memo.get(key)
+  if kept is None or len(kept[0]) != len(fns) or any(a is not b for a, b in zip(kept[0], fns)):
+    kept = memo[key] = (fns, (ctypes.c_void_p * max(len(fns), 1))(*[ctypes.cast(f, ctypes.c_void_p).value
+                                                                     for f in fns]))
+  return kept[1]
+
+def drive_loop(length: int, reverse: bool, cond, body, slides: list, copies: list, parallel: bool,
+               memo: dict | None = None) -> int:
   """Run a compiled loop in one call of `LOOP_DRIVER` (tinyjx.lower.steps.CompiledLoop sets it up): `cond` is None
   (a scan of `length` iterations) or (programs, two argument tables, two flag addresses); `body` is (programs, two
   tables); `slides` and `copies` are, per parity, tuples of `_Slide`'s and `_Copy`'s fields. The entry points are
@@ -541,12 +557,13 @@ def drive_loop(length: int, reverse: bool, cond, body, slides: list, copies: lis
   if programs and _threads[0] != _threads[1]:
     programs[0].set_threads(int(_threads[1]))
     _threads[0] = _threads[1]
-  fns = lambda ps: (ctypes.c_void_p * max(len(ps), 1))(*[ctypes.cast(p.fn, ctypes.c_void_p).value for p in ps])
+  memo = {} if memo is None else memo
   tables = lambda ts: _P2(*[ctypes.addressof(t) for t in ts])
   slide_arrays, slide_ptrs, n_slides = _pair(slides, _Slide)
   copy_arrays, copy_ptrs, n_copies = _pair(copies, _Copy)
-  c_fns, c_tables, flags = (fns(cond[0]), tables(cond[1]), _P2(*cond[2])) if cond else (None, None, None)
-  b_fns, b_tables = fns(body[0]), tables(body[1])
+  c_fns, c_tables, flags = ((_entries(cond[0], memo, 'cond'), tables(cond[1]), _P2(*cond[2])) if cond else
+                            (None, None, None))
+  b_fns, b_tables = _entries(body[0], memo, 'body'), tables(body[1])
   n = _loop_driver()(-1 if cond else length, int(reverse), len(cond[0]) if cond else 0, c_fns, c_tables, flags,
                      len(body[0]), b_fns, b_tables, slide_ptrs, n_slides, copy_ptrs, n_copies)
   for p in programs:
@@ -588,14 +605,6 @@ def _output_maker(device: str, shape: tuple, dt):
 def contiguous_address(a: np.ndarray) -> int:
   """`address(a)` for a C-contiguous array, 0 for any other (a kernel reads its operands as dense rows)."""
   return address(a) if a.flags.c_contiguous else 0
-
-def address(a: np.ndarray) -> int:
-  """Where `a`'s memory starts. Through ctypes' buffer export, a third of the cost of `a.ctypes.data` (which builds
-  a helper object each time); read-only and empty arrays, which cannot be exported so, take the long way."""
-  try:
-    return ctypes.addressof(ctypes.c_char.from_buffer(a))
-  except (TypeError, ValueError, BufferError):
-    return a.ctypes.data
 
 class CProgram:
   """A loaded entry point and the library's thread-count setter; `library` is its quick build's Library until the

@@ -17,6 +17,14 @@ from tinyjx import dtypes, array, tracing
 from tinyjx.uop import UOp, Ops, GroupOp, toposort
 from tinyjx.devices import Backend
 
+def address(a: np.ndarray) -> int:
+  """Where `a`'s memory starts. Through ctypes' buffer export, a third of the cost of `a.ctypes.data` (which builds
+  a helper object each time); read-only and empty arrays, which cannot be exported so, take the long way."""
+  try:
+    return ctypes.addressof(ctypes.c_char.from_buffer(a))
+  except (TypeError, ValueError, BufferError):
+    return a.ctypes.data
+
 PAGE, PAGE_FROM = 4096, 1 << 16  # buffers of PAGE_FROM bytes or more start a page (see `host_empty`)
 
 def host_empty(shape: tuple, np_dt: np.dtype) -> tuple[np.ndarray, int]:
@@ -31,7 +39,7 @@ def host_empty(shape: tuple, np_dt: np.dtype) -> tuple[np.ndarray, int]:
   nbytes = math.prod(shape) * np_dt.itemsize
   if nbytes < PAGE_FROM:
     a = np.empty(shape, np_dt)
-    return a, (ctypes.addressof(ctypes.c_char.from_buffer(a)) if nbytes else a.ctypes.data)
+    return a, address(a)
   raw = np.empty(nbytes + PAGE, np.uint8)
   base = ctypes.addressof(ctypes.c_char.from_buffer(raw))
   start = -base % PAGE

@@ -25,7 +25,7 @@ rule on the step's buffers), correct but not compiled. `KernelCall` (a run of co
 kernels, one launch of the generated `tjx_run_N` entry) is the step every program has.
 """
 from __future__ import annotations
-import threading, time
+import math, threading, time
 from dataclasses import dataclass, field
 import numpy as np
 from tinyjx import counters, settings as config
@@ -41,7 +41,7 @@ class Slot:
   shape: tuple
   dtype: object
   @property
-  def nbytes(self) -> int: return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.np.itemsize
+  def nbytes(self) -> int: return math.prod(self.shape) * self.dtype.np.itemsize
 
 @dataclass
 class KernelCall:

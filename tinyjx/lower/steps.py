@@ -14,7 +14,7 @@ import ctypes
 import numpy as np
 from tinyjx import counters, settings as config
 from tinyjx.uop import UOp, Ops, GroupOp
-from tinyjx.devices.python import LOOPS, run_loop, host_empty
+from tinyjx.devices.python import LOOPS, run_loop, host_empty, address
 from tinyjx.lower.runtime import InterpretedStep, step_rules
 
 class LoopStep:
@@ -42,12 +42,12 @@ class LoopStep:
   def run(self, frame) -> None:
     debug = config.get('DEBUG') >= 2                          # DEBUG=2 times each kernel: every call goes through run
     args = [frame.array(s) for s in self.src_slots]
-    outs = self.compiled.run(args) if self.compiled is not None and not debug else None
-    if outs is None:
-      runners = [None] * len(self.exes) if debug else self.runners
-      outs = run_loop(self.node, lambda i, values: self.call(i, values, runners[i]), args)
-    for slot, value in zip(self.out_slots, outs):
-      if slot is not None: np.copyto(frame.array(slot), value)
+    dests = [None if slot is None else frame.array(slot) for slot in self.out_slots]
+    if self.compiled is not None and not debug and self.compiled.run(args, dests): return
+    runners = [None] * len(self.exes) if debug else self.runners
+    outs = run_loop(self.node, lambda i, values: self.call(i, values, runners[i]), args)
+    for dest, value in zip(dests, outs):
+      if dest is not None: np.copyto(dest, value)
 
   def call(self, i: int, args, runner=None) -> list:
     """Run compiled sub-program `i` on numpy arrays (through `runner`, its hit path, where given); returns fresh
@@ -68,92 +68,118 @@ class CompiledLoop:
   body reads one and writes the other, and they swap at each iteration. A scan's body reads its slice of xs in
   place and writes its row of ys in place (the driver moves those two pointers of the table before each
   iteration). An output of a sub-program that is not a slot of its own (an input, a constant or a repeat passed
-  through) is copied after the body. `run(args) -> outputs`, or None when an executable's arena is in use by
-  another thread (the caller then runs the loop step by step)."""
+  through) is copied after the body. `run(args, dests)` copies the results into `dests` (None: not wanted) and
+  returns True, or returns False when an executable's arena is in use by another thread (the caller then runs
+  the loop step by step).
+
+  The two carry sets, the argument tables and the cond's flag are made at the first run and kept (`_prepare`), with
+  the carries' addresses in place; a run writes in the addresses of its arguments (the constants, a scan's xs and
+  its fresh ys), copies the initial carry in and the results out, all under the executables' locks: a loop that
+  runs 50 iterations of a 256 x 256 matvec spent 100 us a call here in Python before."""
   def __init__(self, node: UOp, exes: list):
     self.node, self.exes, a = node, exes, node.arg
     self.nc = a.n_carry
     self.parallel = any('omp parallel' in e.source for e in exes)
     self.body_exe = exes[-1]
     self.cond_exe = exes[0] if node.op is Ops.WHILE else None
+    self._kept, self._entries = None, {}   # (_prepare; the driver's arrays of entry points)
 
-  def run(self, args: list):
+  def run(self, args: list, dests: list) -> bool:
     locks = [e._lock for e in self.exes]
     got = [lock.acquire(blocking=False) for lock in locks]
     try:
-      if not all(got): return None
-      return self._run(args)
+      if not all(got): return False
+      for dest, value in zip(dests, self._run(args)):
+        if dest is not None: np.copyto(dest, value)
+      return True
     finally:
       for lock, g in zip(locks, got):
         if g: lock.release()
 
+  def _prepare(self):
+    """The carry sets, the cond's flag and per parity the body's and the cond's argument tables, with every address
+    that is the same at each run written in (the carries', the flag's, the sub-programs' constants'); and where a
+    run writes the addresses of its own arrays, each named (kind, index): 'k' a constant argument, 'c' a constant
+    of the cond, 'x' a scan's xs, 'y' its ys (these two move by their stride each iteration: slides)."""
+    a, nc, body, jx, ce = self.node.arg, self.nc, self.body_exe, self.node.arg.body, self.cond_exe
+    scan, n_xs = ce is None, (a.n_xs if ce is None else 0)
+    carry = [[host_empty(o.shape, o.dtype.np) for o in jx.outs[:nc]] for _ in range(2)]
+    flag = np.zeros((), np.bool_)
+    tables = [type(body._template).from_buffer_copy(body._template) for _ in range(2)]
+    ctables = [type(ce._template).from_buffer_copy(ce._template) for _ in range(2)] if not scan else []
+    patches, slides, copies, flags = [], [], [], []   # patches: (table, slot, what); slides: (parity, slot, what)
+    for p in range(2):
+      table = tables[p]
+      def source(r):   # the body's input r at parity p: an address, or what the run supplies
+        if r < nc: return carry[p][r][1]
+        return ('x', r - nc) if r < nc + n_xs else ('k', r - nc - n_xs)
+      outs = [carry[1 - p][j][1] if j < nc else ('y', j - nc) for j in range(len(jx.outs))]
+      for r, slot in enumerate(body.program.in_slots):
+        what = source(r)
+        if isinstance(what, int): table[slot] = what
+        elif what[0] == 'x': slides.append((p, slot, what))
+        else: patches.append((table, slot, what))
+      for j, (kind, ref, _) in enumerate(body.program.out_plan):
+        if kind == 'slot':
+          if isinstance(outs[j], int): table[ref] = outs[j]
+          else: slides.append((p, ref, outs[j]))
+          continue
+        src = source(ref) if kind == 'input' else outs[ref] if kind == 'dup' else address(body._const_arrays[ref])
+        copies.append((p, src, outs[j], jx.outs[j].size * jx.outs[j].dtype.np.itemsize))
+      if not scan:
+        for r, slot in enumerate(ce.program.in_slots):
+          if r < nc: ctables[p][slot] = carry[p][r][1]
+          else: patches.append((ctables[p], slot, ('c', r - nc)))
+        kind, ref, _ = ce.program.out_plan[0]
+        if kind == 'slot':
+          ctables[p][ref] = address(flag)
+          flags.append(address(flag))
+        elif kind == 'input': flags.append(carry[p][ref][1] if ref < nc else ('c', ref - nc))
+        else: flags.append(address(ce._const_arrays[ref]))
+    self._kept = ([[c for c, _ in cs] for cs in carry], flag, tables, ctables, patches, slides, copies, flags)
+
   def _run(self, args: list):
-    a, nc, body = self.node.arg, self.nc, self.body_exe
+    a, nc, body, ce = self.node.arg, self.nc, self.body_exe, self.cond_exe
     jx = a.body
-    carry = [[host_empty(o.shape, o.dtype.np)[0] for o in jx.outs[:nc]] for _ in range(2)]   # (aligned: host_empty)
+    if self._kept is None: self._prepare()
+    carry, flag, tables, ctables, patches, slide_plan, copy_plan, flag_plan = self._kept
     for dst, src in zip(carry[0], args[:nc]): np.copyto(dst, np.asarray(src).reshape(dst.shape), casting='unsafe')
-    scan = self.cond_exe is None
+    scan = ce is None
     length = a.length if scan else -1
     def operands(values, params):    # as the sub-program binds them: contiguous, in its dtype and shape
       return [np.ascontiguousarray(v, p.dtype.np).reshape(p.shape) for v, p in zip(values, params)]
+    arrays = {'x': [], 'y': [], 'c': []}
     if scan:
-      xs = [np.ascontiguousarray(v, p.dtype.np) for v, p in zip(args[nc:nc + a.n_xs], jx.params[nc:])]
-      consts = operands(args[nc + a.n_xs:], jx.params[nc + a.n_xs:])
+      arrays['x'] = [np.ascontiguousarray(v, p.dtype.np) for v, p in zip(args[nc:nc + a.n_xs], jx.params[nc:])]
+      arrays['k'] = operands(args[nc + a.n_xs:], jx.params[nc + a.n_xs:])
+      arrays['y'] = [host_empty((a.length,) + o.shape, o.dtype.np)[0] for o in jx.outs[nc:]]
     else:
-      xs, ncc = [], a.n_cond_consts
-      ccon = operands(args[nc:nc + ncc], a.cond.params[nc:])
-      consts = operands(args[nc + ncc:], jx.params[nc:])
-    ys = [host_empty((a.length,) + o.shape, o.dtype.np)[0] for o in jx.outs[nc:]] if scan else []
-    addr = lambda x: x.ctypes.data
-    slides, copies, tables = [[], []], [[], []], []
-    for p in range(2):
-      table = type(body._template).from_buffer_copy(body._template)
-      tables.append(table)
-      def source(r):   # (address, stride per iteration) of the body's input r at parity p
-        if r < nc: return addr(carry[p][r]), 0
-        if scan and r < nc + len(xs): return addr(xs[r - nc]), xs[r - nc].strides[0] if a.length else 0
-        return addr(consts[r - nc - len(xs)]), 0
-      for r, slot in enumerate(body.program.in_slots):
-        base, stride = source(r)
-        if stride: slides[p].append((ctypes.addressof(table), slot, base, stride))
-        else: table[slot] = base
-      outs = []     # (address, stride) of each output's destination
-      for j, o in enumerate(jx.outs):
-        if j < nc: outs.append((addr(carry[1 - p][j]), 0))
-        else: outs.append((addr(ys[j - nc]), ys[j - nc].strides[0]))
-      for j, (kind, ref, _) in enumerate(body.program.out_plan):
-        dst, dstride = outs[j]
-        if kind == 'slot':
-          if dstride: slides[p].append((ctypes.addressof(table), ref, dst, dstride))
-          else: table[ref] = dst
-          continue
-        src, sstride = (source(ref) if kind == 'input' else outs[ref] if kind == 'dup' else
-                        (addr(body._const_arrays[ref]), 0))
-        copies[p].append((src, sstride, dst, dstride, jx.outs[j].size * jx.outs[j].dtype.np.itemsize))
+      ncc = a.n_cond_consts
+      arrays['c'] = operands(args[nc:nc + ncc], a.cond.params[nc:])
+      arrays['k'] = operands(args[nc + ncc:], jx.params[nc:])
+    addrs = {k: [address(v) for v in vs] for k, vs in arrays.items()}
+    # (an address and its stride per iteration; xs and ys move by a row, and not at all in a loop of no iterations)
+    where = lambda w: (w, 0) if isinstance(w, int) else \
+      (addrs[w[0]][w[1]], arrays[w[0]][w[1]].strides[0] if w[0] in 'xy' and a.length else 0)
+    for table, slot, what in patches: table[slot] = addrs[what[0]][what[1]]
+    slides, copies = [[], []], [[], []]
+    for p, slot, what in slide_plan:
+      base, stride = where(what)
+      if stride: slides[p].append((ctypes.addressof(tables[p]), slot, base, stride))
+      else: tables[p][slot] = base
+    for p, src, dst, nbytes in copy_plan: copies[p].append((*where(src), *where(dst), nbytes))
     cond = None
     if not scan:
-      ce = self.cond_exe
-      flag = np.zeros((), np.bool_)
-      ctables, flags = [], []
-      for p in range(2):
-        table = type(ce._template).from_buffer_copy(ce._template)
-        ctables.append(table)
-        for r, slot in enumerate(ce.program.in_slots):
-          table[slot] = addr(carry[p][r]) if r < nc else addr(ccon[r - nc])
-        kind, ref, _ = ce.program.out_plan[0]
-        if kind == 'slot':
-          table[ref] = addr(flag)
-          flags.append(addr(flag))
-        elif kind == 'input': flags.append(addr(carry[p][ref]) if ref < nc else addr(ccon[ref - nc]))
-        else: flags.append(addr(ce._const_arrays[ref]))
+      flags = [w if isinstance(w, int) else addrs[w[0]][w[1]] for w in flag_plan]
       cond = ([st.program for st in ce.steps], ctables, flags)
     n = self.exes[0].device.drive_loop(length, a.reverse if scan else False, cond,
-                                       ([st.program for st in body.steps], tables), slides, copies, self.parallel)
-    for e, times in ((body, n), (self.cond_exe, n + 1)):
+                                       ([st.program for st in body.steps], tables), slides, copies, self.parallel,
+                                       self._entries)
+    for e, times in ((body, n), (ce, n + 1)):
       if e is None: continue
       counters.add_many((('kernels', times * len(e.program.kernels)), ('flops', times * e.program.flops),
                          ('bytes', times * e.program.nbytes)))
-    return tuple(carry[n & 1]) + tuple(ys)
+    return tuple(carry[n & 1]) + tuple(arrays['y'])
 
 class CollectiveStep(InterpretedStep):
   """A collective in a compiled program: this device's value goes to the running pmap's runtime (the PYTHON
