@@ -74,8 +74,8 @@ class CompiledLoop:
 
   The two carry sets, the argument tables and the cond's flag are made at the first run and kept (`_prepare`), with
   the carries' addresses in place; a run writes in the addresses of its arguments (the constants, a scan's xs and
-  its fresh ys), copies the initial carry in and the results out, all under the executables' locks: a loop that
-  runs 50 iterations of a 256 x 256 matvec spent 100 us a call here in Python before."""
+  its fresh ys), copies the initial carry in and the results out, all under the executables' locks (a while loop
+  of one iteration spent 106 us a call in `_run` when each call made them, 38 now)."""
   def __init__(self, node: UOp, exes: list):
     self.node, self.exes, a = node, exes, node.arg
     self.nc = a.n_carry
