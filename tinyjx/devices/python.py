@@ -41,7 +41,7 @@ def host_empty(shape: tuple, np_dt: np.dtype) -> tuple[np.ndarray, int]:
     a = np.empty(shape, np_dt)
     return a, address(a)
   raw = np.empty(nbytes + PAGE, np.uint8)
-  base = ctypes.addressof(ctypes.c_char.from_buffer(raw))
+  base = address(raw)
   start = -base % PAGE
   return np.ndarray(shape, np_dt, raw, start), base + start
 

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from tinyjx.devices.python import PAGE, PAGE_FROM   # a buffer this large starts a page, as the arena does
 
-ALIGN = 64                                          # every buffer starts a vector
+ALIGN = 64                                          # every offset is a multiple of a vector's bytes
 
 def _align(n: int) -> int: return PAGE if n >= PAGE_FROM else ALIGN
-def _round(n: int) -> int:
-  a = _align(n)
-  return (max(n, 1) + a - 1) // a * a
 def _up(off: int, a: int) -> int: return (off + a - 1) // a * a
+def _round(n: int) -> int: return _up(max(n, 1), _align(n))
 
 def plan(steps: list[tuple[set, set]], sizes: dict[int, int]) -> tuple[dict[int, int], int]:
   """Offsets for the slots in `sizes` given `steps` = [(reads, writes), ...]; returns (offsets, arena bytes).

@@ -142,7 +142,7 @@ class CompiledLoop:
     a, nc, body, ce = self.node.arg, self.nc, self.body_exe, self.cond_exe
     jx = a.body
     if self._kept is None: self._prepare()
-    carry, flag, tables, ctables, patches, slide_plan, copy_plan, flag_plan = self._kept
+    carry, _, tables, ctables, patches, slide_plan, copy_plan, flag_plan = self._kept   # (_: the flag, kept alive)
     for dst, src in zip(carry[0], args[:nc]): np.copyto(dst, np.asarray(src).reshape(dst.shape), casting='unsafe')
     scan = ce is None
     length = a.length if scan else -1
