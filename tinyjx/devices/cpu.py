@@ -403,9 +403,10 @@ class CPUDevice(Backend):
     _threads[1] = config.get('TINYJX_THREADS') or thread_count()
     return table
 
-  def replayer(self, base, programs: list, in_slots: list, outs: list, parallel: bool, owner, counts: tuple):
+  def replayer(self, base, steps: list, in_slots: list, outs: list, parallel: bool, owner, counts: tuple):
     """Not part of the contract: jit's hit path on this device (`Executable.direct_runner`). `run(inputs)` binds the
-    input Buffers and fresh outputs into a table of its own, copied from `base` once, launches `programs` on it, adds
+    input Buffers and fresh outputs into a table of its own, copied from `base` once, runs `steps` in order (a
+    (program, None) is launched on the table; a (None, act) is a loop, `act(input arrays, output arrays)`), adds
     `counts` to the counters and returns the output Buffers (`outs`, in order: (slot, shape, dtype, None) for an
     output slot, (None, None, dtype, copy) for one that `copy(inputs, results so far)` makes after the launch); None
     when it declines and the caller takes `Executable.run`: an input is not C-contiguous, another thread holds
@@ -433,7 +434,9 @@ class CPUDevice(Backend):
           table[slot] = r.address
           results.append(r)
         if parallel: _threads[1] = knob or thread_count()
-        for program in programs: launch(program, table)
+        for program, act in steps:
+          if act is None: launch(program, table)
+          else: act([b.data for b in inputs], [r.data for r in results])
         for i, copy, dt in copies: results.insert(i, NumpyBuffer(name, copy(inputs, results), dt))
       except MemoryError:
         return None
@@ -443,9 +446,9 @@ class CPUDevice(Backend):
       return results
     return run
 
-  def drive_loop(self, *args) -> int:
-    """Not part of the contract: a compiled loop in one foreign call (module function `drive_loop`)."""
-    return drive_loop(*args)
+  def loop_call(self, cond, body, n_slides: list, n_copies: list) -> 'LoopCall':
+    """Not part of the contract: a compiled loop's arguments to the loop driver, kept for its calls (`LoopCall`)."""
+    return LoopCall(cond, body, n_slides, n_copies)
 
   def launch(self, program: 'CProgram', args, global_size=None, local_size=None) -> None:
     if _threads[0] != _threads[1]:   # OpenMP's thread count is process-wide: any library of ours can set it
@@ -518,59 +521,60 @@ class _Copy(ctypes.Structure):
 _P2 = ctypes.c_void_p * 2
 
 @lru_cache(None)
-def _none(kind):
-  """An array of one `kind` that the driver never reads (its count is 0), shared."""
-  return (kind * 1)()
-
-def _pair(items: list, kind) -> tuple:
-  """Per parity, a ctypes array of `kind` built from tuples; the two arrays and their lengths."""
-  arrays = [(kind * max(len(xs), 1))(*[kind(*x) for x in xs]) if xs else _none(kind) for xs in items]
-  return arrays, _P2(*[ctypes.addressof(a) for a in arrays]), (ctypes.c_int64 * 2)(*[len(xs) for xs in items])
-
-@lru_cache(None)
 def _loop_driver():
   fn = load_library(LOOP_DRIVER).tjx_drive_loop
   fn.restype, fn.argtypes = ctypes.c_int64, [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 3 + [ctypes.c_int64] + \
     [ctypes.c_void_p] * 6
   return fn
 
-def _entries(programs: list, memo: dict, key: str):
-  """The programs' entry points as the driver's array of function pointers, kept in `memo` (the caller's) while
-  they stay the same objects (an upgrade replaces them): a cast is a microsecond."""
-  fns = [p.fn for p in programs]
-  kept = memo.get(key)
-  if kept is None or len(kept[0]) != len(fns) or any(a is not b for a, b in zip(kept[0], fns)):
-    kept = memo[key] = (fns, (ctypes.c_void_p * max(len(fns), 1))(*[ctypes.cast(f, ctypes.c_void_p).value
-                                                                     for f in fns]))
-  return kept[1]
+class LoopCall:
+  """One compiled loop's arguments to `LOOP_DRIVER`, made once and kept (tinyjx.lower.steps.CompiledLoop sets them
+  up): `cond` is None (a scan) or (programs, its two argument tables), `body` is (programs, two tables). Per parity
+  p, `slides[p]` and `copies[p]` are ctypes arrays of `n_slides[p]` `_Slide`s and `n_copies[p]` `_Copy`s and
+  `flags[p]` the address of the cond's flag; the caller fills them in and sets the fields that change between
+  calls (a scan's xs and ys, a constant's address) in place before each `run`."""
+  def __init__(self, cond, body, n_slides: list, n_copies: list):
+    self.body, self.cond = list(body[0]), (list(cond[0]) if cond else None)
+    self.programs = self.body + (self.cond or [])
+    tables = lambda ts: _P2(*[ctypes.addressof(t) for t in ts])
+    self.body_tables, self.cond_tables = tables(body[1]), (tables(cond[1]) if cond else None)
+    self.slides = [(_Slide * max(n, 1))() for n in n_slides]
+    self.copies = [(_Copy * max(n, 1))() for n in n_copies]
+    self.flags = _P2()
+    self._counts = [_P2(*[ctypes.addressof(a) for a in arrays]) for arrays in (self.slides, self.copies)] + \
+      [(ctypes.c_int64 * 2)(*n) for n in (n_slides, n_copies)]
+    self._fns: list = [None, None]   # per sub-program, (its programs' fn objects, the driver's array of them)
 
-def drive_loop(length: int, reverse: bool, cond, body, slides: list, copies: list, parallel: bool,
-               memo: dict | None = None) -> int:
-  """Run a compiled loop in one call of `LOOP_DRIVER` (tinyjx.lower.steps.CompiledLoop sets it up): `cond` is None
-  (a scan of `length` iterations) or (programs, two argument tables, two flag addresses); `body` is (programs, two
-  tables); `slides` and `copies` are, per parity, tuples of `_Slide`'s and `_Copy`'s fields. The entry points are
-  read once, before the first iteration; a quick build's programs count the iterations as runs afterwards, so the
-  optimized build starts as after any second launch. Returns the iterations run."""
-  if parallel:
-    _threads[1] = config.get('TINYJX_THREADS') or thread_count()
-  programs = list(body[0]) + (list(cond[0]) if cond else [])
-  if programs and _threads[0] != _threads[1]:
-    programs[0].set_threads(int(_threads[1]))
-    _threads[0] = _threads[1]
-  memo = {} if memo is None else memo
-  tables = lambda ts: _P2(*[ctypes.addressof(t) for t in ts])
-  slide_arrays, slide_ptrs, n_slides = _pair(slides, _Slide)
-  copy_arrays, copy_ptrs, n_copies = _pair(copies, _Copy)
-  c_fns, c_tables, flags = ((_entries(cond[0], memo, 'cond'), tables(cond[1]), _P2(*cond[2])) if cond else
-                            (None, None, None))
-  b_fns, b_tables = _entries(body[0], memo, 'body'), tables(body[1])
-  n = _loop_driver()(-1 if cond else length, int(reverse), len(cond[0]) if cond else 0, c_fns, c_tables, flags,
-                     len(body[0]), b_fns, b_tables, slide_ptrs, n_slides, copy_ptrs, n_copies)
-  for p in programs:
-    if p.library is not None:
-      p.runs += n
-      if p.runs >= 2: p.library.start_upgrade()
-  return n
+  def _entries(self, i: int, programs: list):
+    """The programs' entry points as the driver's array of function pointers, kept while they stay the same objects
+    (an upgrade replaces them): a cast is a microsecond."""
+    fns, kept = [p.fn for p in programs], self._fns[i]
+    if kept is None or any(a is not b for a, b in zip(kept[0], fns)):
+      kept = self._fns[i] = (fns, (ctypes.c_void_p * max(len(fns), 1))(*[ctypes.cast(f, ctypes.c_void_p).value
+                                                                            for f in fns]))
+    return kept[1]
+
+  def run(self, length: int, reverse: bool, parallel: bool) -> int:
+    """The loop in one foreign call (a scan of `length` iterations, or while the cond's flag is set); returns the
+    iterations run. The entry points are read before the first iteration; a quick build's programs count the
+    iterations as runs afterwards, so the optimized build starts as after any second launch."""
+    if parallel: _threads[1] = config.get('TINYJX_THREADS') or thread_count()
+    programs = self.programs
+    if programs and _threads[0] != _threads[1]:
+      programs[0].set_threads(int(_threads[1]))
+      _threads[0] = _threads[1]
+    slides, copies, n_slides, n_copies = self._counts
+    cond = self.cond
+    while_ = cond is not None
+    n = _loop_driver()(-1 if while_ else length, int(reverse), len(cond) if while_ else 0,
+                       self._entries(1, cond) if while_ else None, self.cond_tables, self.flags if while_ else None,
+                       len(self.body), self._entries(0, self.body), self.body_tables, slides, n_slides, copies,
+                       n_copies)
+    for p in programs:
+      if p.library is not None:
+        p.runs += n
+        if p.runs >= 2: p.library.start_upgrade()
+    return n
 
 def _output_maker(device: str, shape: tuple, dt):
   """`make()` -> a fresh NumpyBuffer of `shape` and `dt` with its `address` known. Its fields that are the same at

@@ -210,23 +210,26 @@ class Executable:
   def direct_runner(self, counts: tuple = ()):
     """For jit's hit path: `run(input_buffers) -> fresh output Buffers`, or None where the program needs what only
     `run` does. It does `run`'s work with everything that is the same at every call decided here, once: the program
-    is only foreign calls of kernels on host memory (no runtime step, no effect), with an arena of its own, and every
-    output a slot of its own or a copy of an input, a constant or an earlier output. The caller vouches for the
-    inputs: Buffers of this device with the program's shapes and dtypes (jit keys its cache on them); `counts` are
-    the caller's own (name, n) counter pairs, added with the run's. `run` returns None, and the caller falls back to
-    `Executable.run`, when an input is not contiguous, another thread has the arena, or VIZ asked for a timed run.
-    The device's `replayer` is all of `run` where it has one (the CPU's); else the binding goes through `arguments`."""
+    is foreign calls of kernels and loops (LoopStep: a COND, WHILE or SCAN) on host memory (no other runtime step,
+    no effect), with an arena of its own, and every output a slot of its own or a copy of an input, a constant or an
+    earlier output. The caller vouches for the inputs: Buffers of this device with the program's shapes and dtypes
+    (jit keys its cache on them); `counts` are the caller's own (name, n) counter pairs, added with the run's. `run`
+    returns None, and the caller falls back to `Executable.run`, when an input is not contiguous, another thread has
+    the arena, or VIZ asked for a timed run. The device's `replayer` is all of `run` where it has one (the CPU's);
+    else the binding goes through `arguments`."""
     dev, prog = self.device, self.program
     if not dev.host_memory or self._arena is None or self.n_effects: return None
-    if not all(isinstance(st, KernelCall) and st.slots is None for st in self.steps): return None
-    programs, lock = [st.program for st in self.steps], self._lock
     outs = [(ref, self.slots[ref].shape, dt, None) if kind == 'slot' else (None, None, dt, self._copier(kind, ref))
             for kind, ref, dt in prog.out_plan]
+    own = [slot for slot, _, _, copy in outs if copy is None]
+    steps = [(st.program, None) if isinstance(st, KernelCall) and st.slots is None else (None, self._direct_step(st, own))
+             for st in self.steps]
+    if any(program is None and act is None for program, act in steps): return None
     counts = (('kernels', len(prog.kernels)), ('flops', prog.flops), ('bytes', prog.nbytes)) + tuple(counts)
     replayer = getattr(dev, 'replayer', None)
     if replayer is not None:
-      return replayer(self._template, programs, list(prog.in_slots), outs, 'omp parallel' in self.source, self, counts)
-    replay, add_many = self._generic_replay(programs, outs), counters.add_many
+      return replayer(self._template, steps, list(prog.in_slots), outs, 'omp parallel' in self.source, self, counts)
+    replay, add_many, lock = self._generic_replay(steps, outs), counters.add_many, self._lock
     def run(inputs: list):
       if self.timing_hook is not None or not lock.acquire(blocking=False): return None
       try:
@@ -239,6 +242,28 @@ class Executable:
       return results
     return run
 
+  def _direct_step(self, st, own: list):
+    """For `direct_runner`: `act(inputs, outputs)`, runtime step `st` run on its slots' arrays, given the call's input
+    arrays (in `in_slots` order) and its fresh output arrays (slots `own`, in order); None for a step that runs only
+    in a Frame. An intermediate's array is a view of the kept arena (the hit path holds the executable's lock), made
+    here once, as are the constants'."""
+    run = getattr(st, 'run_arrays', None)
+    if run is None: return None
+    ins, outs = {s: i for i, s in enumerate(self.program.in_slots)}, {s: i for i, s in enumerate(own)}
+    def where(slot):   # (0, fixed array) | (1, input index, shape) | (2, output index)
+      if slot is None: return (0, None)
+      s = self.slots[slot]
+      if slot in ins: return (1, ins[slot], s.shape)
+      if slot in outs: return (2, outs[slot])
+      if s.kind == 'const': return (0, self._const_arrays[slot])
+      off = self.offsets[slot]
+      return (0, self._arena[off:off + s.nbytes].view(s.dtype.np).reshape(s.shape))
+    reads, writes = [where(s) for s in st.src_slots], [where(s) for s in st.out_slots]
+    pick = lambda w, inputs, outputs: w[1] if w[0] == 0 else inputs[w[1]].reshape(w[2]) if w[0] == 1 else outputs[w[1]]
+    def act(inputs: list, outputs: list) -> None:
+      run([pick(w, inputs, outputs) for w in reads], [pick(w, inputs, outputs) for w in writes])
+    return act
+
   def _copier(self, kind: str, ref: int):
     """For `direct_runner`: `copy(inputs, results)`, a fresh host copy of an output that is not a slot of its own (what
     `_results` makes of it): input `ref`, constant slot `ref` or the earlier output `ref`."""
@@ -248,9 +273,9 @@ class Executable:
       return lambda inputs, results: np.array(const, copy=True, order='C')
     return lambda inputs, results: np.array(results[ref].numpy(), copy=True, order='C')
 
-  def _generic_replay(self, programs: list, outs: list):
+  def _generic_replay(self, steps: list, outs: list):
     """`direct_runner`'s binding through the device contract's `arguments` (a host-memory device without `replayer`):
-    output arrays are the numpy arrays their Buffers hold."""
+    output arrays are the numpy arrays their Buffers hold; `steps` as the CPU's `replayer` takes them."""
     dev, ins, count, template = self.device, self.program.in_slots, len(self.slots), self._template
     own = [(slot, shape, dt) for slot, shape, dt, copy in outs if copy is None]
     slots = list(ins) + [slot for slot, _, _ in own]
@@ -260,7 +285,9 @@ class Executable:
         if not a.flags.c_contiguous: return None
       made = [NumpyBuffer(dev.name, np.empty(shape, dt.np), dt) for _, shape, dt in own]
       args = dev.arguments(count, dict(zip(slots, arrays + [r.data for r in made])), template)
-      for program in programs: dev.launch(program, args)
+      for program, act in steps:
+        if act is None: dev.launch(program, args)
+        else: act(arrays, [r.data for r in made])
       dev.synchronize()
       results, it = [], iter(made)
       for _, _, dt, copy in outs:
