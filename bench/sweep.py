@@ -50,6 +50,11 @@ def programs(jax, jnp, lax, nn, logsumexp) -> dict:
   def slices(a):
     add = lambda i, s: s + lax.dynamic_slice(a, (i, 0), (16, 2048))
     return lax.fori_loop(0, 100, add, jnp.zeros((16, 2048), jnp.float32))
+  def branchy(xs):   # a cond in a scan's body, and a loop nested in it
+    def cell(c, x):
+      c = lax.cond(x.sum() > 0, lambda: c * 0.9 + x, lambda: c - x)
+      return lax.fori_loop(0, 3, lambda i, v: jnp.tanh(v + x), c), c.sum()
+    return lax.scan(cell, jnp.zeros(64, jnp.float32), xs)
   def bn(x): return (x - x.mean((0, 2, 3), keepdims=True)) / jnp.sqrt(x.var((0, 2, 3), keepdims=True) + 1e-5)
   spd = sq + 256 * jnp.eye(256, dtype=jnp.float32)
   return {
@@ -100,6 +105,7 @@ def programs(jax, jnp, lax, nn, logsumexp) -> dict:
     'rnn scan 128 steps 64x256': (rnn, W, xs),
     'while loop power iteration 256': (power, sq),
     'fori_loop of 100 dynamic slices': (slices, a),
+    'scan 1000, cond + fori_loop inside': (branchy, xs[:4].reshape(1024, 64)[:1000]),
     'linalg.solve 256': (lambda m, y: jnp.linalg.solve(m, y), spd, sq),
     'linalg.inv 256': (jnp.linalg.inv, spd),
     'searchsorted 1M in 4096': (jnp.searchsorted, sorted_row, x1m),

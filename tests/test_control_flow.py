@@ -536,6 +536,29 @@ def test_compiled_loop_results_stay_fresh_across_calls(cpu):
     assert int(got[1]) == 12
   assert not np.shares_memory(np.asarray(kept[0][0]), np.asarray(kept[3][0]))
 
+def test_a_nested_loop_whose_arena_is_taken_runs_the_enclosing_loop_step_by_step(cpu):
+  """The driver locks every executable of a loop's tree; where another thread holds one (here the nested loop's
+  body), the enclosing loop runs an iteration at a time in Python, and the nested loop as its own foreign call or,
+  while its lock is held, step by step too. The values are the same every way."""
+  rng = np.random.default_rng(4)
+  xs = rng.standard_normal((5, 3)).astype(np.float32)
+  fn = lambda xs: lax.scan(lambda c, x: (lax.fori_loop(0, 4, lambda i, v: jnp.tanh(v + x * i), c), c), jnp.ones(3),
+                           xs)
+  with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
+    want = jax_tree_leaves(jit(fn)(xs))
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    exe = jit(fn).lower(xs).compile().executable
+  outer, inner = _loop_steps(exe)[:2]
+  assert outer.compiled is not None and inner.compiled is not None and inner in outer.exes[0].steps
+  dev = tinyjx.devices.get('CPU')
+  run_once = lambda: [b.numpy() for b in exe.run([dev.from_numpy(xs, dtypes.float32)])]
+  for held in (None, inner.exes[-1]._lock, outer.exes[0]._lock):
+    if held is not None: held.acquire()
+    try:
+      for g, w_ in zip(run_once(), want): close(g, w_)
+    finally:
+      if held is not None: held.release()
+
 def _loop_cases():
   """Loops that stress the compiled driver's bindings, each (function, args)."""
   rng = np.random.default_rng(3)
@@ -557,24 +580,54 @@ def _loop_cases():
     'while whose condition is a carry': (lambda xs: lax.while_loop(
         lambda c: c[1], lambda c: (c[0] * 2.0, c[0][0] < 100.0), (jnp.abs(xs[0]) + 1.0, True)), (xs,)),
     'while that never runs': (lambda xs: lax.while_loop(lambda c: c.max() > 10.0, lambda c: c + 1.0, xs), (xs,)),
+    'cond passes an input, a constant and a repeat': (lambda xs: lax.cond(
+        xs[0, 0] > 0, lambda a: (a, jnp.float32(2.0), jnp.tanh(a), jnp.tanh(a)),
+        lambda a: (a * 2, jnp.float32(3.0), a, a + 1), xs), (xs,)),
+    'cond whose outputs are partly unused': (lambda xs: lax.cond(
+        xs[0, 0] < 0, lambda a: (a.sum(), a * 3, a - 1), lambda a: (a.max(), a, a + 1), xs)[::2], (xs,)),
+    'switch clamps its index': (lambda xs, ix: [lax.switch(ix[k], [lambda a: a + 1, lambda a: a * 2,
+                                                                  lambda a: jnp.sin(a)], xs) for k in range(3)],
+                                (xs, np.array([-3, 1, 7], np.int32))),
+    'scan with a cond in its body': (lambda xs: lax.scan(
+        lambda c, x: (lax.cond(x.sum() > 0, lambda: c * 0.9 + x, lambda: c - x), c.sum()), jnp.zeros(3), xs), (xs,)),
+    'scan with a while loop in its body': (lambda xs: lax.scan(
+        lambda c, x: (lax.fori_loop(0, 3, lambda i, v: v * 0.5 + x * i, c), c), jnp.ones(3), xs), (xs,)),
+    'while with a scan in its body': (lambda xs: lax.while_loop(
+        lambda c: c[1] < 4, lambda c: (lax.scan(lambda h, x: (jnp.tanh(h @ w + x), h), c[0], xs)[1].mean(0),
+                                      c[1] + 1), (jnp.zeros(3), 0)), (xs,)),
+    'three levels, reversed, ys unused inside': (lambda xs: lax.fori_loop(0, 2, lambda i, c: lax.scan(
+        lambda h, x: (lax.cond(i > 0, lambda: lax.scan(lambda g, y: (g + y, g * 2), h, xs)[0], lambda: h - x), x),
+        c, xs, reverse=True)[0], jnp.ones(3)), (xs,)),
+    'scan of length 0 with a loop inside': (lambda xs: lax.scan(
+        lambda c, x: (lax.fori_loop(0, 2, lambda i, v: v + x, c), x * 2), jnp.ones(3), xs[:0]), (xs,)),
   }
+
+def _loop_steps(exe) -> list:
+  """Every LoopStep of `exe` and of its loops' sub-programs."""
+  from tinyjx.lower.steps import LoopStep
+  found = [s for s in exe.steps if isinstance(s, LoopStep)]
+  return found + [n for s in found for e in s.exes for n in _loop_steps(e)]
 
 @pytest.mark.parametrize('name', list(_loop_cases()))
 def test_compiled_loops_match_the_reference_on_every_binding(cpu, name):
-  """Each loop runs in the CPU's loop driver (its step has a CompiledLoop) and gives the reference
-  interpreter's values: scans whose ys are a slice of xs, a constant, or the carry twice (outputs that are no
-  slot of their own, copied by the driver into their row), reverse and empty scans, int and bool carries, a
-  carry passed through, a while loop with condition and body constants, one whose condition is a carry, and one
-  that never runs."""
-  from tinyjx.lower.steps import LoopStep
+  """Each loop runs in the CPU's loop driver (its step, and every loop nested in it, has a CompiledLoop) and gives
+  the reference interpreter's values: scans whose ys are a slice of xs, a constant, or the carry twice (outputs
+  that are no slot of their own, copied by the driver into their row), reverse and empty scans, int and bool
+  carries, a carry passed through, a while loop with condition and body constants, one whose condition is a carry,
+  one that never runs; conds whose outputs are inputs, constants, repeats or unused, a switch whose index is out of
+  range both ways; and loops and conds nested in loops, three deep. The kernels counted are the same as when the
+  loops run step by step in Python (under DEBUG=2)."""
   fn, args = _loop_cases()[name]
   with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
     want = jax_tree_leaves(jit(fn)(*args))
   with tinyjx.Context(TINYJX_DEVICE='CPU'):
     exe = jit(fn).lower(*args).compile().executable
     got = jax_tree_leaves(jit(fn)(*args))
-  assert all(s.compiled is not None for s in exe.steps if isinstance(s, LoopStep))
-  assert any(isinstance(s, LoopStep) for s in exe.steps)
+    with tinyjx.counters.measure() as driver: jit(fn)(*args)
+    with tinyjx.Context(DEBUG=2), tinyjx.counters.measure() as stepwise: jit(fn)(*args)
+  steps = _loop_steps(exe)
+  assert steps and all(s.compiled is not None for s in steps)
+  assert driver['kernels'] == stepwise['kernels'] and driver['flops'] == stepwise['flops']
   assert len(got) == len(want)
   for g, w_ in zip(got, want):
     assert np.asarray(g).dtype == np.asarray(w_).dtype and np.asarray(g).shape == np.asarray(w_).shape

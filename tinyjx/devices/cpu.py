@@ -446,9 +446,10 @@ class CPUDevice(Backend):
       return results
     return run
 
-  def loop_call(self, cond, body, n_slides: list, n_copies: list) -> 'LoopCall':
-    """Not part of the contract: a compiled loop's arguments to the loop driver, kept for its calls (`LoopCall`)."""
-    return LoopCall(cond, body, n_slides, n_copies)
+  def loop_node(self, plan: dict) -> 'LoopNode':
+    """Not part of the contract: a compiled loop or cond, and the loops and conds nested in it, as one foreign call
+    (`LoopNode`)."""
+    return LoopNode(plan)
 
   def launch(self, program: 'CProgram', args, global_size=None, local_size=None) -> None:
     if _threads[0] != _threads[1]:   # OpenMP's thread count is process-wide: any library of ours can set it
@@ -473,108 +474,209 @@ class CPUDevice(Backend):
 
 POOL_BYTES, POOL_ROWS = 64, 64   # outputs this small are rows of a shared block (see `_output_maker`)
 
-# --- compiled loops: a WHILE or SCAN whose sub-programs are only kernels runs in one foreign call ---
+# --- compiled loops: a COND, WHILE or SCAN whose sub-programs are kernels and such loops runs in one foreign call ---
 LOOP_DRIVER = r"""#include <stdint.h>
 #include <string.h>
 typedef void (*tjx_entry)(void **);
+typedef struct tjx_node tjx_node;
+/* a step of a sub-program: a kernel entry called on the program's table, or (fn NULL) a nested loop or cond, whose
+   sources and results are slots of that table */
+typedef struct { tjx_entry fn; tjx_node *node; } tjx_step;
 /* before an iteration t: table[slot] = base + t * stride (a scan's slice of xs, its row of ys) */
 typedef struct { void **table; int64_t slot; char *base; int64_t stride; } tjx_slide;
-/* after the body: bytes from src + t * src_stride to dst + t * dst_stride (an output that is not a slot of its own) */
+/* after the program: bytes from src + t * src_stride to dst + t * dst_stride (an output that is no slot of its own) */
 typedef struct { char *src; int64_t src_stride; char *dst; int64_t dst_stride; int64_t bytes; } tjx_copy;
-/* Iterations alternate between two argument tables (parity p = it & 1): the body reads the carry of table p and
-   writes the other one's. A while loop (length < 0) runs the condition first and stops when its flag is 0; a scan
-   runs `length` iterations, t counting down when `reverse`. Returns the iterations run. */
-int64_t tjx_drive_loop(int64_t length, int64_t reverse, int64_t n_cond, tjx_entry *cond, void ***cond_tables,
-                       uint8_t **flags, int64_t n_body, tjx_entry *body, void ***body_tables, tjx_slide **slides,
-                       int64_t *n_slides, tjx_copy **copies, int64_t *n_copies) {
+/* before a node runs: *where = outer[slot], an address of the enclosing table put in one of the node's pointers */
+typedef struct { void **where; int64_t slot; } tjx_bind;
+/* bytes between outer[slot] and the node's own memory (a carry in, a carry out) */
+typedef struct { char *own; int64_t slot; int64_t bytes; } tjx_move;
+/* a sub-program: its steps, per parity its argument table, slides and copies; `runs` counts its runs */
+typedef struct {
+  int64_t n_steps; tjx_step *steps; void **tables[2];
+  int64_t n_slides[2]; tjx_slide *slides[2];
+  int64_t n_copies[2]; tjx_copy *copies[2];
+  int64_t runs;
+} tjx_prog;
+/* kind 0: a while loop (progs: cond, body), 1: a scan of `length` (progs: body), 2: a cond (progs: the branches,
+   the index a signed integer of index_bytes at outer[index_slot], clamped into range) */
+struct tjx_node {
+  int64_t kind, length, reverse, n_progs; tjx_prog *progs;
+  uint8_t *flags[2];
+  int64_t n_binds; tjx_bind *binds;
+  int64_t n_ins; tjx_move *ins;
+  int64_t n_outs; tjx_move *outs[2];
+  int64_t index_slot, index_bytes;
+};
+int64_t tjx_run_node(tjx_node *n, void **outer);
+static void tjx_run_prog(tjx_prog *g, int p, int64_t t) {
+  for (int64_t i = 0; i < g->n_slides[p]; i++) {
+    tjx_slide *s = &g->slides[p][i];
+    s->table[s->slot] = s->base + t * s->stride;
+  }
+  void **table = g->tables[p];
+  for (int64_t i = 0; i < g->n_steps; i++) {
+    if (g->steps[i].fn) g->steps[i].fn(table);
+    else tjx_run_node(g->steps[i].node, table);
+  }
+  for (int64_t i = 0; i < g->n_copies[p]; i++) {
+    tjx_copy *c = &g->copies[p][i];
+    memmove(c->dst + t * c->dst_stride, c->src + t * c->src_stride, (size_t)c->bytes);
+  }
+  g->runs++;
+}
+/* A loop's iterations alternate between two argument tables (parity p = it & 1): the body reads the carry of table
+   p and writes the other one's. A while loop runs the condition first and stops when its flag is 0; a scan runs
+   `length` iterations, t counting down when `reverse`. The carries come in before the first iteration and go out
+   from the set the last one wrote. Returns the iterations run (1 for a cond). */
+int64_t tjx_run_node(tjx_node *n, void **outer) {
+  for (int64_t i = 0; i < n->n_binds; i++) *n->binds[i].where = outer[n->binds[i].slot];
+  for (int64_t i = 0; i < n->n_ins; i++) memcpy(n->ins[i].own, outer[n->ins[i].slot], (size_t)n->ins[i].bytes);
+  if (n->kind == 2) {
+    const char *at = (const char *)outer[n->index_slot];
+    int64_t b = n->index_bytes;
+    int64_t i = b == 1 ? *(const int8_t *)at : b == 4 ? *(const int32_t *)at : *(const int64_t *)at;
+    tjx_run_prog(&n->progs[i < 0 ? 0 : i >= n->n_progs ? n->n_progs - 1 : i], 0, 0);
+    return 1;
+  }
+  tjx_prog *cond = n->kind == 0 ? &n->progs[0] : 0, *body = &n->progs[n->n_progs - 1];
   int64_t it = 0;
   for (;; it++) {
     int p = (int)(it & 1);
-    if (length >= 0 && it >= length) break;
-    if (length < 0) {       /* (a condition that passes a carry through has no entry points: only its flag) */
-      for (int64_t i = 0; i < n_cond; i++) cond[i](cond_tables[p]);
-      if (!*flags[p]) break;
+    if (!cond && it >= n->length) break;
+    if (cond) {
+      tjx_run_prog(cond, p, 0);
+      if (!*n->flags[p]) break;
     }
-    int64_t t = reverse ? length - 1 - it : it;
-    for (int64_t i = 0; i < n_slides[p]; i++) {
-      tjx_slide *s = &slides[p][i];
-      s->table[s->slot] = s->base + t * s->stride;
-    }
-    for (int64_t i = 0; i < n_body; i++) body[i](body_tables[p]);
-    for (int64_t i = 0; i < n_copies[p]; i++) {
-      tjx_copy *c = &copies[p][i];
-      memmove(c->dst + t * c->dst_stride, c->src + t * c->src_stride, (size_t)c->bytes);
-    }
+    tjx_run_prog(body, p, n->reverse ? n->length - 1 - it : it);
   }
+  tjx_move *outs = n->outs[it & 1];
+  for (int64_t i = 0; i < n->n_outs; i++) memcpy(outer[outs[i].slot], outs[i].own, (size_t)outs[i].bytes);
   return it;
 }
 """
 
-class _Slide(ctypes.Structure):
-  _fields_ = [('table', ctypes.c_void_p), ('slot', ctypes.c_int64), ('base', ctypes.c_void_p),
-              ('stride', ctypes.c_int64)]
-
-class _Copy(ctypes.Structure):
-  _fields_ = [('src', ctypes.c_void_p), ('src_stride', ctypes.c_int64), ('dst', ctypes.c_void_p),
-              ('dst_stride', ctypes.c_int64), ('bytes', ctypes.c_int64)]
-
-_P2 = ctypes.c_void_p * 2
+_I64, _PTR, _I64x2, _PTRx2 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64 * 2, ctypes.c_void_p * 2
+def _struct(name: str, fields: list):
+  """LOOP_DRIVER's structure `name` as a ctypes Structure; `fields` (name, type) in the C order."""
+  return type(name, (ctypes.Structure,), {'_fields_': fields})
+_Step = _struct('tjx_step', [('fn', _PTR), ('node', _PTR)])
+_Slide = _struct('tjx_slide', [('table', _PTR), ('slot', _I64), ('base', _PTR), ('stride', _I64)])
+_Copy = _struct('tjx_copy', [('src', _PTR), ('src_stride', _I64), ('dst', _PTR), ('dst_stride', _I64),
+                             ('bytes', _I64)])
+_Bind = _struct('tjx_bind', [('where', _PTR), ('slot', _I64)])
+_Move = _struct('tjx_move', [('own', _PTR), ('slot', _I64), ('bytes', _I64)])
+_Prog = _struct('tjx_prog', [('n_steps', _I64), ('steps', _PTR), ('tables', _PTRx2), ('n_slides', _I64x2),
+                             ('slides', _PTRx2), ('n_copies', _I64x2), ('copies', _PTRx2), ('runs', _I64)])
+_Node = _struct('tjx_node', [('kind', _I64), ('length', _I64), ('reverse', _I64), ('n_progs', _I64), ('progs', _PTR),
+                             ('flags', _PTRx2), ('n_binds', _I64), ('binds', _PTR), ('n_ins', _I64), ('ins', _PTR),
+                             ('n_outs', _I64), ('outs', _PTRx2), ('index_slot', _I64), ('index_bytes', _I64)])
 
 @lru_cache(None)
-def _loop_driver():
-  fn = load_library(LOOP_DRIVER).tjx_drive_loop
-  fn.restype, fn.argtypes = ctypes.c_int64, [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 3 + [ctypes.c_int64] + \
-    [ctypes.c_void_p] * 6
+def _run_node():
+  fn = load_library(LOOP_DRIVER).tjx_run_node
+  fn.restype, fn.argtypes = ctypes.c_int64, [ctypes.c_void_p, ctypes.c_void_p]
   return fn
 
-class LoopCall:
-  """One compiled loop's arguments to `LOOP_DRIVER`, made once and kept (tinyjx.lower.steps.CompiledLoop sets them
-  up): `cond` is None (a scan) or (programs, its two argument tables), `body` is (programs, two tables). Per parity
-  p, `slides[p]` and `copies[p]` are ctypes arrays of `n_slides[p]` `_Slide`s and `n_copies[p]` `_Copy`s and
-  `flags[p]` the address of the cond's flag; the caller fills them in and sets the fields that change between
-  calls (a scan's xs and ys, a constant's address) in place before each `run`."""
-  def __init__(self, cond, body, n_slides: list, n_copies: list):
-    self.body, self.cond = list(body[0]), (list(cond[0]) if cond else None)
-    self.programs = self.body + (self.cond or [])
-    tables = lambda ts: _P2(*[ctypes.addressof(t) for t in ts])
-    self.body_tables, self.cond_tables = tables(body[1]), (tables(cond[1]) if cond else None)
-    self.slides = [(_Slide * max(n, 1))() for n in n_slides]
-    self.copies = [(_Copy * max(n, 1))() for n in n_copies]
-    self.flags = _P2()
-    self._counts = [_P2(*[ctypes.addressof(a) for a in arrays]) for arrays in (self.slides, self.copies)] + \
-      [(ctypes.c_int64 * 2)(*n) for n in (n_slides, n_copies)]
-    self._fns: list = [None, None]   # per sub-program, (its programs' fn objects, the driver's array of them)
+def _array(kind, rows: list):
+  """A ctypes array of `kind` structures made from tuples of their fields (at least one element: never NULL)."""
+  return (kind * max(len(rows), 1))(*[kind(*r) for r in rows])
 
-  def _entries(self, i: int, programs: list):
-    """The programs' entry points as the driver's array of function pointers, kept while they stay the same objects
-    (an upgrade replaces them): a cast is a microsecond."""
-    fns, kept = [p.fn for p in programs], self._fns[i]
-    if kept is None or any(a is not b for a, b in zip(kept[0], fns)):
-      kept = self._fns[i] = (fns, (ctypes.c_void_p * max(len(fns), 1))(*[ctypes.cast(f, ctypes.c_void_p).value
-                                                                            for f in fns]))
-    return kept[1]
+class LoopNode:
+  """A loop or cond as LOOP_DRIVER runs it, built from a plan (tinyjx.lower.steps.CompiledLoop.plan) and kept: the
+  ctypes structures, the plan's tables and buffers alive with them. A plan is a dict: 'kind' (0 while, 1 scan, 2
+  cond), 'length', 'reverse', 'progs' (each {'programs': a kernel's program or a nested plan per step, 'tables': two
+  ctypes tables, 'slides' and 'copies': per parity lists of the fields' tuples}), 'flags' (two addresses), 'ins' and
+  'outs' (per parity) lists of (own address, outer slot, bytes), 'index' (slot, bytes) and 'binds', (target, outer
+  slot) with target ('table', prog, parity, slot), ('slide', prog, parity, i, 'base'), ('copy', prog, parity, i,
+  'src' or 'dst') or ('flag', parity): where the node puts an address of the enclosing table before it runs.
+  Quick builds count a program's runs after each call (`finish`), so the optimized build starts as after any second
+  launch; entry points are read again when an upgrade has replaced them."""
+  def __init__(self, plan: dict):
+    self.plan, self.children, self.kernels = plan, [], []   # kernels: (step structure, program, fn it holds)
+    progs = _array(_Prog, [()] * len(plan['progs']))
+    self._keep = [progs]
+    for g, prog in zip(progs, plan['progs']):
+      steps = _array(_Step, [()] * len(prog['programs']))
+      for st, item in zip(steps, prog['programs']):
+        if isinstance(item, dict):
+          child = item.get('node') or LoopNode(item)
+          item['node'] = child
+          self.children.append(child)
+          st.node = ctypes.addressof(child.node)
+        else:
+          st.fn = ctypes.cast(item.fn, ctypes.c_void_p).value
+          self.kernels.append((st, item, item.fn))
+      slides = [_array(_Slide, rows) for rows in prog['slides']]
+      copies = [_array(_Copy, rows) for rows in prog['copies']]
+      g.n_steps, g.steps = len(prog['programs']), ctypes.addressof(steps)
+      for p in range(2):
+        g.tables[p] = ctypes.addressof(prog['tables'][p])
+        g.n_slides[p], g.slides[p] = len(prog['slides'][p]), ctypes.addressof(slides[p])
+        g.n_copies[p], g.copies[p] = len(prog['copies'][p]), ctypes.addressof(copies[p])
+      self._keep += [steps, slides, copies]
+      prog['structs'] = (slides, copies)
+    self.progs = progs
+    node = self.node = _Node(kind=plan['kind'], length=plan.get('length', 0), reverse=int(plan.get('reverse', 0)),
+                             n_progs=len(plan['progs']), progs=ctypes.addressof(progs))
+    for p, flag in enumerate(plan.get('flags', ())): node.flags[p] = flag
+    binds = _array(_Bind, [(self._where(t), slot) for t, slot in plan['binds']])
+    ins = _array(_Move, plan['ins'])
+    outs = [_array(_Move, rows) for rows in plan['outs']]
+    node.n_binds, node.binds = len(plan['binds']), ctypes.addressof(binds)
+    node.n_ins, node.ins = len(plan['ins']), ctypes.addressof(ins)
+    node.n_outs = len(plan['outs'][0])
+    for p in range(2): node.outs[p] = ctypes.addressof(outs[p])
+    node.index_slot, node.index_bytes = plan.get('index', (0, 0))
+    self._keep += [binds, ins, outs]
 
-  def run(self, length: int, reverse: bool, parallel: bool) -> int:
-    """The loop in one foreign call (a scan of `length` iterations, or while the cond's flag is set); returns the
-    iterations run. The entry points are read before the first iteration; a quick build's programs count the
-    iterations as runs afterwards, so the optimized build starts as after any second launch."""
+  def _where(self, target: tuple) -> int:
+    """The address of the pointer a bind sets."""
+    kind, rest = target[0], target[1:]
+    if kind == 'flag': return ctypes.addressof(self.node) + _Node.flags.offset + 8 * rest[0]
+    prog = self.plan['progs'][rest[0]]
+    if kind == 'table': return ctypes.addressof(prog['tables'][rest[1]]) + 8 * rest[2]
+    slides, copies = prog['structs']
+    row = (slides if kind == 'slide' else copies)[rest[1]][rest[2]]
+    return ctypes.addressof(row) + getattr(type(row), rest[3]).offset
+
+  def _refresh(self) -> None:
+    """Entry points replaced by an upgrade since the last run are read again."""
+    for i, (st, program, fn) in enumerate(self.kernels):
+      if program.fn is not fn:
+        st.fn = ctypes.cast(program.fn, ctypes.c_void_p).value
+        self.kernels[i] = (st, program, program.fn)
+    for child in self.children: child._refresh()
+
+  def _first_program(self):
+    """A kernel's program of the tree (any library of ours sets OpenMP's process-wide thread count), or None."""
+    if self.kernels: return self.kernels[0][1]
+    return next((p for p in (c._first_program() for c in self.children) if p is not None), None)
+
+  def runs(self) -> list:
+    """(plan of a sub-program, its runs since the last call) for every sub-program of the tree, the counts reset."""
+    out = []
+    for g, prog in zip(self.progs, self.plan['progs']):
+      out.append((prog, g.runs))
+      g.runs = 0
+    for child in self.children: out += child.runs()
+    return out
+
+  def run(self, outer, parallel: bool) -> list:
+    """Run the node on `outer` (a ctypes table of addresses by slot); returns `runs()`."""
     if parallel: _threads[1] = config.get('TINYJX_THREADS') or thread_count()
-    programs = self.programs
-    if programs and _threads[0] != _threads[1]:
-      programs[0].set_threads(int(_threads[1]))
+    first = self._first_program()
+    if first is not None and _threads[0] != _threads[1]:
+      first.set_threads(int(_threads[1]))
       _threads[0] = _threads[1]
-    slides, copies, n_slides, n_copies = self._counts
-    cond = self.cond
-    while_ = cond is not None
-    n = _loop_driver()(-1 if while_ else length, int(reverse), len(cond) if while_ else 0,
-                       self._entries(1, cond) if while_ else None, self.cond_tables, self.flags if while_ else None,
-                       len(self.body), self._entries(0, self.body), self.body_tables, slides, n_slides, copies,
-                       n_copies)
-    for p in programs:
-      if p.library is not None:
-        p.runs += n
-        if p.runs >= 2: p.library.start_upgrade()
-    return n
+    self._refresh()
+    _run_node()(ctypes.addressof(self.node), ctypes.addressof(outer))
+    done = self.runs()
+    for prog, n in done:
+      for item in prog['programs']:
+        if n and not isinstance(item, dict) and item.library is not None:
+          item.runs += n
+          if item.runs >= 2: item.library.start_upgrade()
+    return done
 
 def _output_maker(device: str, shape: tuple, dt):
   """`make()` -> a fresh NumpyBuffer of `shape` and `dt` with its `address` known. Its fields that are the same at

@@ -4,13 +4,13 @@
 SCAN node becomes a `LoopStep`: its sub-jaxprs are compiled once, when the enclosing program is lowered, and the
 loop around them runs at run time over the slots' arrays, by the PYTHON device's `run_loop` (the one statement of
 what the loops mean) with the compiled sub-programs in place of the interpreter; nothing is unrolled. On a device
-with a loop driver (the CPU's `loop_call`) a WHILE or SCAN whose sub-programs are only kernels runs whole in one
-foreign call instead (`CompiledLoop`: no Python between iterations), with the same meaning. A
+with a loop driver (the CPU's `loop_node`) a COND, WHILE or SCAN whose sub-programs are kernels and such loops runs
+whole in one foreign call instead (`CompiledLoop`: no Python between iterations), with the same meaning. A
 collective becomes a `CollectiveStep`: the values of its slots go to the pmap runtime that the API layer registers
 (`tinyjx.array.collective_hook`, reached through the PYTHON device's rule), so this layer never imports it.
 """
 from __future__ import annotations
-import ctypes
+import ctypes, math
 import numpy as np
 from tinyjx import counters, settings as config
 from tinyjx.uop import UOp, Ops, GroupOp
@@ -36,9 +36,7 @@ class LoopStep:
     # body then costs a few microseconds of Python instead of about 20 (Executable.run's general binding). (A
     # compile that stops at a Lowering, CUDA's PTX check on a machine without a GPU, has no runner.)
     self.runners = [exe.direct_runner() if hasattr(exe, 'direct_runner') else None for exe in self.exes]
-    compiled = node.op is not Ops.COND and hasattr(self.device, 'loop_call') and all(self.runners) and \
-      all(isinstance(k, KernelCall) and k.slots is None for exe in self.exes for k in exe.steps)
-    self.compiled = CompiledLoop(node, self.exes) if compiled else None
+    self.compiled = CompiledLoop(self) if CompiledLoop.eligible(self) else None
 
   def run(self, frame) -> None:
     self.run_arrays([frame.array(s) for s in self.src_slots],
@@ -66,133 +64,220 @@ class LoopStep:
 
   def __repr__(self): return f"{self.node.op.name.lower()} step ({len(self.exes)} compiled sub-programs)"
 
+def _fits(shape: tuple, dtype, v) -> bool:
+  """Whether a value of `shape` and `dtype` is, byte for byte, what jaxpr value `v` holds (the driver copies bytes)."""
+  return dtype == v.dtype and math.prod(shape) == math.prod(v.shape)
+
 class CompiledLoop:
-  """A WHILE or SCAN whose sub-programs are only kernels (each has `Executable.direct_runner`), on a device with
-  `loop_call` (the CPU): the whole loop is one foreign call, which calls the sub-programs' entry points on
-  argument tables made here, and no Python runs between iterations. The carry lives in two sets of arrays; the
-  body reads one and writes the other, and they swap at each iteration. A scan's body reads its slice of xs in
+  """A COND, WHILE or SCAN whose sub-programs are kernels and such compiled loops, on a device with `loop_node` (the
+  CPU): the whole node, nested loops and conds included, is one foreign call, which calls the sub-programs' entry
+  points on argument tables made here; no Python runs between iterations. The carry lives in two sets of arrays;
+  the body reads one and writes the other, and they swap at each iteration. A scan's body reads its slice of xs in
   place and writes its row of ys in place (the driver moves those two pointers of the table before each
   iteration). An output of a sub-program that is not a slot of its own (an input, a constant or a repeat passed
-  through) is copied after the body. `run(args, dests)` copies the results into `dests` (None: not wanted) and
-  returns True, or returns False when an executable's arena is in use by another thread (the caller then runs
-  the loop step by step).
+  through) is copied after it. A cond runs the branch its index picks (clamped into range) on tables whose inputs
+  and outputs are the cond's own slots.
 
-  The two carry sets, the argument tables, the cond's flag and the driver's arguments are made at the first run and
-  kept (`_prepare`), with the carries' addresses in place; a run writes in the addresses of its arguments (the
-  constants, a scan's xs and its fresh ys), copies the initial carry in and the results out, all under the
-  executables' locks. A while loop of one iteration spent 106 us a call in `_run` when each call made the tables,
-  38 when they were kept and the driver's arguments were not, 22 now (11 of them in the driver's call)."""
-  def __init__(self, node: UOp, exes: list):
-    self.node, self.exes, a = node, exes, node.arg
-    self.nc = a.n_carry
-    self.parallel = any('omp parallel' in e.source for e in exes)
-    self.body_exe = exes[-1]
-    self.cond_exe = exes[0] if node.op is Ops.WHILE else None
-    self._kept = None   # (_prepare)
+  A node's sources and results are slots of the table it runs on: the enclosing sub-program's, for a nested one,
+  and one made for the call (`run(args, dests)`: the arrays of the step's slots) at the top. Before it runs, the
+  driver puts those addresses where the node's tables, slides, copies and flags read them (`binds`), copies the
+  initial carry in, and after the last iteration the carry out. `run` returns True, or False when an executable's
+  arena is in use by another thread (the caller then runs the node step by step). The plan (carry sets, tables,
+  the driver's structures) is made at the first run and kept; every executable of the tree is locked while it
+  runs. A while loop of one iteration spent 106 us a call in `_run` when each call made its tables, 22 once they
+  were kept; a scan of 1000 steps with a cond in its body took 22.6 ms when only loops of kernels were compiled."""
+  KINDS = {Ops.WHILE: 0, Ops.SCAN: 1, Ops.COND: 2}
+
+  def __init__(self, step: 'LoopStep'):
+    self.node, self.exes, self.src_slots, self.out_slots = step.node, step.exes, step.src_slots, step.out_slots
+    self.kind = self.KINDS[step.node.op]
+    self.nested = [st.compiled for e in self.exes for st in e.steps if isinstance(st, LoopStep)]
+    self.parallel = any('omp parallel' in e.source for e in self.exes) or any(c.parallel for c in self.nested)
+    self._plan, self._outer = None, None
+
+  @staticmethod
+  def eligible(step: 'LoopStep') -> bool:
+    """Whether `step` can run whole in the device's loop driver: every sub-program is kernels (one entry on one
+    table) and compiled loops, with one slot per param and output, and each source and result has its sub-jaxpr
+    value's dtype and size (anything else goes through Python, which converts); a cond's index is an 8-bit, 32-bit
+    or 64-bit signed integer or a bool."""
+    node, a = step.node, step.node.arg
+    if not hasattr(step.device, 'loop_node') or not all(step.runners): return False
+    for exe, jx in zip(step.exes, a.jaxprs):
+      if len(exe.program.in_slots) != len(jx.params) or len(exe.program.out_plan) != len(jx.outs): return False
+      for st in exe.steps:
+        if not (isinstance(st, KernelCall) and st.slots is None or isinstance(st, LoopStep) and st.compiled): return False
+    src = [(s.shape, s.dtype) for s in node.src]
+    outs = [(tuple(shape), dt) for shape, dt in a.out_avals]
+    if node.op is Ops.COND:
+      if src[0][1].name not in ('bool', 'int8', 'int32', 'int64'): return False
+      return all(_fits(*x, p) for jx in a.jaxprs for x, p in zip(src[1:], jx.params)) and \
+        all(_fits(*o, v) for jx in a.jaxprs for o, v in zip(outs, jx.outs))
+    nc, jx = a.n_carry, a.body
+    if node.op is Ops.WHILE:
+      ncc = a.n_cond_consts
+      feeds = list(zip(src[:nc], jx.params)) + list(zip(src[:nc], a.cond.params)) + \
+        list(zip(src[nc:nc + ncc], a.cond.params[nc:])) + list(zip(src[nc + ncc:], jx.params[nc:]))
+      return all(_fits(*x, p) for x, p in feeds) and all(_fits(*o, v) for o, v in zip(outs, jx.outs))
+    rows = lambda vals: [(shape[1:], dt) for shape, dt in vals]   # a scan's xs and ys, a slice at a time
+    nx = nc + a.n_xs
+    feeds = list(zip(src[:nc] + rows(src[nc:nx]) + src[nx:], jx.params))
+    return all(_fits(*x, p) for x, p in feeds) and all(_fits(*o, v) for o, v in zip(outs[:nc] + rows(outs[nc:]),
+                                                                                   jx.outs))
+
+  def locks(self) -> list:
+    """The locks of every executable the node runs, nested ones' included."""
+    return [e._lock for e in self.exes] + [lock for c in self.nested for lock in c.locks()]
 
   def run(self, args: list, dests: list) -> bool:
-    locks = [e._lock for e in self.exes]
+    locks = self.locks()
     got = [lock.acquire(blocking=False) for lock in locks]
     try:
-      if not all(got): return False
-      for dest, value in zip(dests, self._run(args)):
-        if dest is not None: np.copyto(dest, value)
+      if not all(got) or not all(x.flags.c_contiguous for x in args): return False
+      self._run(args, dests)
       return True
     finally:
       for lock, g in zip(locks, got):
         if g: lock.release()
 
-  def _prepare(self):
-    """The carry sets, the cond's flag, per parity the body's and the cond's argument tables, and the driver's
-    arguments (the device's `loop_call`: the slides and copies of each parity, the flags), with every address that
-    is the same at each run written in (the carries', the flag's, the sub-programs' constants'). What a run writes
-    in place, its own arrays' addresses, is listed as patches (object, index or field, what), `what` (kind, index):
-    'k' a constant argument, 'c' a constant of the cond, 'x' a scan's xs, 'y' its ys (these two move by their
-    stride, a slice's bytes, each iteration: slides; not at all in a scan of no iterations)."""
-    a, nc, body, jx, ce = self.node.arg, self.nc, self.body_exe, self.node.arg.body, self.cond_exe
-    scan, n_xs = ce is None, (a.n_xs if ce is None else 0)
+  def _run(self, args: list, dests: list) -> None:
+    plan = self.plan()
+    node = plan.get('node') or self.exes[0].device.loop_node(plan)
+    plan['node'] = node
+    if self._outer is None:
+      self._outer = (ctypes.c_void_p * (max(s for s in self.src_slots + self.out_slots if s is not None) + 1))()
+    outer = self._outer
+    for slot, x in zip(self.src_slots, args): outer[slot] = address(x)
+    for slot, d in zip(self.out_slots, dests):
+      if slot is not None: outer[slot] = address(d)
+    for prog, n in node.run(outer, self.parallel):
+      if n:
+        e = prog['exe']
+        counters.add_many((('kernels', n * len(e.program.kernels)), ('flops', n * e.program.flops),
+                           ('bytes', n * e.program.nbytes)))
+
+  def plan(self) -> dict:
+    """The node as the device's `loop_node` takes it (see tinyjx.devices.cpu.LoopNode), made once: sub-programs in
+    `progs` (a while loop's cond first), each with its two argument tables, its steps (a kernel's program, or a
+    nested node's plan), and per parity its slides and copies; `binds` say where the node puts an address of the
+    enclosing table (a source's or a result's slot) before it runs, `ins` and `outs` which carries come in and go
+    out. The memory the tables point at (carry sets, the flag, scratch rows for results nobody reads) is kept
+    with the plan."""
+    if self._plan is None: self._plan = self._cond_plan() if self.kind == 2 else self._loop_plan()
+    return self._plan
+
+  @staticmethod
+  def _programs(exe) -> list:
+    return [st.compiled.plan() if isinstance(st, LoopStep) else st.program for st in exe.steps]
+
+  @staticmethod
+  def _nbytes(v) -> int: return v.size * v.dtype.np.itemsize
+
+  def _bind_to(self, prog: dict, pi: int, p: int, slot: int, end: tuple, binds: list) -> None:
+    """Put endpoint `end` in `prog`'s table of parity p at `slot`: (address, stride) is fixed, ('outer', slot,
+    stride) read from the enclosing table at each run; a nonzero stride makes it a slide (moved each iteration)."""
+    table = prog['tables'][p]
+    if end[0] == 'outer':
+      _, outer, stride = end
+      if not stride: return binds.append((('table', pi, p, slot), outer))
+      binds.append((('slide', pi, p, len(prog['slides'][p]), 'base'), outer))
+      return prog['slides'][p].append((ctypes.addressof(table), slot, 0, stride))
+    addr, stride = end
+    if stride: prog['slides'][p].append((ctypes.addressof(table), slot, addr, stride))
+    else: table[slot] = addr
+
+  def _copy_to(self, prog: dict, pi: int, p: int, src: tuple, dst: tuple, nbytes: int, binds: list) -> None:
+    """A copy of `nbytes` after `prog` runs, from endpoint `src` to endpoint `dst` (as in `_bind_to`)."""
+    i, row = len(prog['copies'][p]), []
+    for field, end in (('src', src), ('dst', dst)):
+      if end[0] == 'outer':
+        binds.append((('copy', pi, p, i, field), end[1]))
+        row += [0, end[2]]
+      else: row += list(end)
+    prog['copies'][p].append((*row, nbytes))
+
+  @staticmethod
+  def _prog(exe, tables: list) -> dict:
+    return {'exe': exe, 'programs': CompiledLoop._programs(exe), 'tables': tables, 'slides': [[], []],
+            'copies': [[], []]}
+
+  @staticmethod
+  def _table(exe):
+    return type(exe._template).from_buffer_copy(exe._template)
+
+  def _loop_plan(self) -> dict:
+    a, nc, srcs, outs = self.node.arg, self.node.arg.n_carry, self.src_slots, self.out_slots
+    jx, scan = a.body, self.kind == 1
+    body, ce = self.exes[-1], (None if scan else self.exes[0])
     carry = [[host_empty(o.shape, o.dtype.np) for o in jx.outs[:nc]] for _ in range(2)]
     flag = np.zeros((), np.bool_)
-    tables = [type(body._template).from_buffer_copy(body._template) for _ in range(2)]
-    ctables = [type(ce._template).from_buffer_copy(ce._template) for _ in range(2)] if not scan else []
-    def stride(what):
-      if not isinstance(what, tuple) or what[0] not in 'xy' or not a.length: return 0
-      v = jx.params[nc + what[1]] if what[0] == 'x' else jx.outs[nc + what[1]]
-      return v.size * v.dtype.np.itemsize
-    patches, slides, copies, flags = [], [[], []], [[], []], []
+    keep = [carry, flag]
+    progs = ([] if scan else [self._prog(ce, [self._table(ce), self._table(ce)])]) + \
+      [self._prog(body, [self._table(body), self._table(body)])]
+    bi, bprog, binds, flags = len(progs) - 1, progs[-1], [], []
+    row = lambda v: self._nbytes(v) if a.length else 0    # (xs and ys do not move in a scan of no iterations)
+    n_xs = a.n_xs if scan else 0
+    consts = nc + (n_xs if scan else a.n_cond_consts)     # where the body's constants start among the sources
+    ys = [None if outs[nc + j] is not None else host_empty((a.length,) + o.shape, o.dtype.np)
+          for j, o in enumerate(jx.outs[nc:])]
+    keep.append(ys)
     for p in range(2):
-      table = tables[p]
-      def source(r):   # the body's input r at parity p: an address, or what the run supplies
-        if r < nc: return carry[p][r][1]
-        return ('x', r - nc) if r < nc + n_xs else ('k', r - nc - n_xs)
-      outs = [carry[1 - p][j][1] if j < nc else ('y', j - nc) for j in range(len(jx.outs))]
-      def bind(slot, what):
-        if isinstance(what, int): table[slot] = what
-        elif stride(what): slides[p].append((slot, what))
-        else: patches.append((table, slot, what))
-      for r, slot in enumerate(body.program.in_slots): bind(slot, source(r))
+      def source(r):   # the body's input r at parity p, as an endpoint
+        if r < nc: return (carry[p][r][1], 0)
+        if r < nc + n_xs: return ('outer', srcs[r], row(jx.params[r]))
+        return ('outer', srcs[consts + r - nc - n_xs], 0)
+      def result(j):   # the body's output j at parity p
+        if j < nc: return (carry[1 - p][j][1], 0)
+        y = ys[j - nc]
+        return ('outer', outs[j], row(jx.outs[j])) if y is None else (y[1], row(jx.outs[j]))
+      for r, slot in enumerate(body.program.in_slots): self._bind_to(bprog, bi, p, slot, source(r), binds)
       for j, (kind, ref, _) in enumerate(body.program.out_plan):
         if kind == 'slot':
-          bind(ref, outs[j])
+          self._bind_to(bprog, bi, p, ref, result(j), binds)
           continue
-        src = source(ref) if kind == 'input' else outs[ref] if kind == 'dup' else address(body._const_arrays[ref])
-        copies[p].append((src, outs[j], jx.outs[j].size * jx.outs[j].dtype.np.itemsize))
-      if not scan:
-        for r, slot in enumerate(ce.program.in_slots):
-          if r < nc: ctables[p][slot] = carry[p][r][1]
-          else: patches.append((ctables[p], slot, ('c', r - nc)))
-        kind, ref, _ = ce.program.out_plan[0]
-        if kind == 'slot':
-          ctables[p][ref] = address(flag)
-          flags.append(address(flag))
-        elif kind == 'input': flags.append(carry[p][ref][1] if ref < nc else ('c', ref - nc))
-        else: flags.append(address(ce._const_arrays[ref]))
-    call = body.device.loop_call(([st.program for st in ce.steps], ctables) if not scan else None,
-                                 ([st.program for st in body.steps], tables), [len(s) for s in slides],
-                                 [len(c) for c in copies])
-    for p in range(2):
-      for i, (slot, what) in enumerate(slides[p]):
-        sl = call.slides[p][i]
-        sl.table, sl.slot, sl.stride = ctypes.addressof(tables[p]), slot, stride(what)
-        patches.append((sl, 'base', what))
-      for i, (src, dst, nbytes) in enumerate(copies[p]):
-        cp = call.copies[p][i]
-        cp.src_stride, cp.dst_stride, cp.bytes = stride(src), stride(dst), nbytes
-        for field, what in (('src', src), ('dst', dst)):
-          if isinstance(what, int): setattr(cp, field, what)
-          else: patches.append((cp, field, what))
-      if not scan:
-        if isinstance(flags[p], int): call.flags[p] = flags[p]
-        else: patches.append((call.flags, p, flags[p]))
-    per_run = lambda e: (len(e.program.kernels), e.program.flops, e.program.nbytes) if e is not None else (0, 0, 0)
-    counts = list(zip(('kernels', 'flops', 'bytes'), per_run(body), per_run(ce)))
-    self._kept = ([[c for c, _ in cs] for cs in carry], flag, tables, ctables, call, patches, counts)
+        src = source(ref) if kind == 'input' else result(ref) if kind == 'dup' else \
+          (address(body._const_arrays[ref]), 0)
+        self._copy_to(bprog, bi, p, src, result(j), self._nbytes(jx.outs[j]), binds)
+      if scan: continue
+      for r, slot in enumerate(ce.program.in_slots):
+        end = (carry[p][r][1], 0) if r < nc else ('outer', srcs[r], 0)
+        self._bind_to(progs[0], 0, p, slot, end, binds)
+      kind, ref, _ = ce.program.out_plan[0]
+      if kind == 'slot':
+        progs[0]['tables'][p][ref] = address(flag)
+        flags.append(address(flag))
+      elif kind == 'input' and ref < nc: flags.append(carry[p][ref][1])
+      elif kind == 'input':
+        binds.append((('flag', p), srcs[ref]))
+        flags.append(0)
+      else: flags.append(address(ce._const_arrays[ref]))
+    ins = [(carry[0][r][1], srcs[r], self._nbytes(jx.outs[r])) for r in range(nc)]
+    out_moves = [[(carry[q][j][1], outs[j], self._nbytes(jx.outs[j])) for j in range(nc) if outs[j] is not None]
+                 for q in range(2)]
+    return {'kind': self.kind, 'length': a.length if scan else 0, 'reverse': a.reverse if scan else False,
+            'progs': progs, 'flags': flags, 'binds': binds, 'ins': ins, 'outs': out_moves, 'keep': keep}
 
-  def _run(self, args: list):
-    a, nc, ce = self.node.arg, self.nc, self.cond_exe
-    jx = a.body
-    if self._kept is None: self._prepare()
-    carry, _, _, _, call, patches, counts = self._kept   # (_: the flag and tables, kept alive)
-    for dst, src in zip(carry[0], args[:nc]): np.copyto(dst, np.asarray(src).reshape(dst.shape), casting='unsafe')
-    scan = ce is None
-    def operands(values, params):    # as the sub-program binds them: contiguous, in its dtype and shape
-      return [np.ascontiguousarray(v, p.dtype.np).reshape(p.shape) for v, p in zip(values, params)]
-    arrays = {'x': [], 'y': [], 'c': []}
-    if scan:
-      arrays['x'] = [np.ascontiguousarray(v, p.dtype.np) for v, p in zip(args[nc:nc + a.n_xs], jx.params[nc:])]
-      arrays['k'] = operands(args[nc + a.n_xs:], jx.params[nc + a.n_xs:])
-      arrays['y'] = [host_empty((a.length,) + o.shape, o.dtype.np)[0] for o in jx.outs[nc:]]
-    else:
-      ncc = a.n_cond_consts
-      arrays['c'] = operands(args[nc:nc + ncc], a.cond.params[nc:])
-      arrays['k'] = operands(args[nc + ncc:], jx.params[nc:])
-    addrs = {k: [address(v) for v in vs] for k, vs in arrays.items()}
-    for target, key, (kind, i) in patches:
-      if type(key) is str: setattr(target, key, addrs[kind][i])
-      else: target[key] = addrs[kind][i]
-    n = call.run(a.length if scan else -1, a.reverse if scan else False, self.parallel)
-    counters.add_many([(name, n * body + (n + 1) * cond) for name, body, cond in counts])
-    return tuple(carry[n & 1]) + tuple(arrays['y'])
+  def _cond_plan(self) -> dict:
+    a, srcs, outs = self.node.arg, self.src_slots, self.out_slots
+    progs, binds, keep = [], [], []
+    for bi, (exe, jx) in enumerate(zip(self.exes, a.jaxprs)):
+      table = self._table(exe)
+      prog = self._prog(exe, [table, table])
+      progs.append(prog)
+      scratch = [host_empty(o.shape, o.dtype.np) if outs[j] is None else None for j, o in enumerate(jx.outs)]
+      keep.append(scratch)
+      source = lambda r: ('outer', srcs[1 + r], 0)
+      result = lambda j: ('outer', outs[j], 0) if scratch[j] is None else (scratch[j][1], 0)
+      for r, slot in enumerate(exe.program.in_slots): self._bind_to(prog, bi, 0, slot, source(r), binds)
+      for j, (kind, ref, _) in enumerate(exe.program.out_plan):
+        if kind == 'slot':
+          self._bind_to(prog, bi, 0, ref, result(j), binds)
+          continue
+        src = source(ref) if kind == 'input' else result(ref) if kind == 'dup' else \
+          (address(exe._const_arrays[ref]), 0)
+        self._copy_to(prog, bi, 0, src, result(j), self._nbytes(jx.outs[j]), binds)
+    index = (srcs[0], self.node.src[0].dtype.np.itemsize)
+    return {'kind': 2, 'progs': progs, 'binds': binds, 'ins': [], 'outs': [[], []], 'index': index, 'keep': keep}
 
 class CollectiveStep(InterpretedStep):
   """A collective in a compiled program: this device's value goes to the running pmap's runtime (the PYTHON
