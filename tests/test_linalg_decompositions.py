@@ -165,6 +165,43 @@ def test_lu_matches_partial_pivoting(shape):
   close(l @ u, a[perm], 1e-5)
   close(lax.linalg.lu_pivots_to_permutation(piv, shape[0]), perm, 0)
 
+def _lu_cases(dtype):
+  r = rng(11)
+  ints = lambda shape: r.integers(-2, 3, shape).astype(dtype)            # ties, zero columns, singular blocks
+  nan = r.standard_normal((6, 6)).astype(dtype)
+  nan[3, 0], nan[4, 2] = np.nan, np.nan
+  return [r.standard_normal((1, 1)).astype(dtype), r.standard_normal((37, 53)).astype(dtype),
+          r.standard_normal((53, 37)).astype(dtype), r.standard_normal((3, 40, 40)).astype(dtype),
+          r.standard_normal((70, 70)).astype(dtype), ints((33, 33)), ints((2, 5, 19)), np.zeros((4, 4), dtype), nan,
+          np.zeros((3, 0), dtype), np.zeros((2, 3, 0), dtype), np.zeros((0, 0), dtype)]
+
+@pytest.mark.parametrize('dtype', [np.float32, np.float64])
+def test_native_lu_matches_the_reference_bit_for_bit(cpu, x64, dtype):
+  """lax.linalg.lu of float32 and float64 matrices is one LU node: on the CPU a C routine that goes in panels of
+  columns (devices/cpu.py LINALG), on the PYTHON device numpy step by step (`lu_factor`). Every entry gets the same
+  products subtracted in the same order, so both give the same bits: square, wide, tall and batched matrices,
+  integer ones (ties in the pivot search, zero columns, singular blocks), NaNs (the first NaN is the pivot) and
+  empty ones."""
+  from tinyjx.lower.steps import LuStep
+  f = tinyjx.jit(lax.linalg.lu)
+  for a in _lu_cases(dtype):
+    with tinyjx.Context(TINYJX_DEVICE='CPU'):
+      got = [np.asarray(v) for v in f(a)]
+      steps = f.lower(a).compile().executable.steps
+    with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
+      want = [np.asarray(v) for v in f(a)]
+    assert any(isinstance(s, LuStep) and s.native is not None for s in steps)
+    for g, w in zip(got, want):
+      assert g.dtype == w.dtype and g.shape == w.shape
+      np.testing.assert_array_equal(g, w)
+  assert ' lu ' in str(tinyjx.make_jaxpr(lax.linalg.lu)(_lu_cases(dtype)[1]))
+
+def test_native_lu_under_vmap():
+  """vmap of an LU node moves the batch axis to the front (`lu_batch`)."""
+  a = rng(12).standard_normal((4, 3, 6, 6)).astype(np.float32)
+  got = tinyjx.vmap(lax.linalg.lu, in_axes=1, out_axes=1)(a)
+  for g, w in zip(got, lax.linalg.lu(a)): np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
 def test_singular_matrices():
   s = np.array([[1., 2.], [2., 4.]], np.float32)
   assert float(jnp.linalg.det(s)) == 0.0

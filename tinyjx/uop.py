@@ -67,6 +67,9 @@ class Ops(enum.Enum):
   # multi-output nodes (arg holds their sub-jaxprs and output avals) and the node that picks one output
   COND = enum.auto(); WHILE = enum.auto(); SCAN = enum.auto(); GETITEM = enum.auto()
   CUSTOM_JVP = enum.auto(); CUSTOM_VJP = enum.auto(); CHECKPOINT = enum.auto()
+  # LU(a) arg=lax.linalg.LuArg: partial-pivoting LU of float matrices (..., m, n), outputs the factors (..., m, n),
+  # the pivots (..., min(m, n)) and the permutation (..., m), both int32; a runtime step (native on the CPU)
+  LU = enum.auto()
   # collectives (arg starts with the axis name)
   PSUM = enum.auto(); PMAX = enum.auto(); PMIN = enum.auto(); ALL_GATHER = enum.auto(); PPERMUTE = enum.auto()
   ALL_TO_ALL = enum.auto(); PSUM_SCATTER = enum.auto(); AXIS_INDEX = enum.auto()
@@ -95,7 +98,7 @@ class GroupOp:
                Ops.CMPEQ, Ops.CMPNE, Ops.WHERE} | Complex
   Movement = {Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP}
   Reduce = {Ops.REDUCE, Ops.CUMULATIVE}
-  MultiOutput = {Ops.COND, Ops.WHILE, Ops.SCAN, Ops.CUSTOM_JVP, Ops.CUSTOM_VJP, Ops.CHECKPOINT}
+  MultiOutput = {Ops.COND, Ops.WHILE, Ops.SCAN, Ops.CUSTOM_JVP, Ops.CUSTOM_VJP, Ops.CHECKPOINT, Ops.LU}
   Collective = {Ops.PSUM, Ops.PMAX, Ops.PMIN, Ops.ALL_GATHER, Ops.PPERMUTE, Ops.ALL_TO_ALL, Ops.PSUM_SCATTER,
                 Ops.AXIS_INDEX}
   Kernel = {Ops.DEFINE_GLOBAL, Ops.DEFINE_ACC, Ops.RANGE, Ops.INDEX, Ops.LOAD, Ops.SPECIAL}

@@ -30,7 +30,7 @@ its entry points there (`Library`): one-off programs stay cheap, training steps 
 array([0., 1., 2.], dtype=float32)
 """
 from __future__ import annotations
-import ctypes, hashlib, json, os, platform, re, shutil, subprocess, tempfile, threading, time
+import ctypes, hashlib, json, math, os, platform, re, shutil, subprocess, tempfile, threading, time
 from functools import lru_cache
 import numpy as np
 from tinyjx import counters, settings as config
@@ -446,6 +446,18 @@ class CPUDevice(Backend):
       return results
     return run
 
+  def lu(self, a: np.ndarray, lu: np.ndarray, piv: np.ndarray, perm: np.ndarray) -> None:
+    """Not part of the contract: LU with partial pivoting of float32 or float64 matrices `a` (..., m, n) into the
+    C-contiguous arrays `lu`, `piv` (int32, (..., min(m, n))) and `perm` (int32, (..., m)), in C (`LINALG`)."""
+    m, n = a.shape[-2:]
+    np.copyto(lu, a)
+    _threads[1] = config.get('TINYJX_THREADS') or thread_count()
+    fn = _linalg('tjx_lu_f32' if a.dtype == np.float32 else 'tjx_lu_f64')
+    if _threads[0] != _threads[1]:
+      load_library(LINALG).tjx_set_threads(int(_threads[1]))
+      _threads[0] = _threads[1]
+    fn(address(lu), address(piv), address(perm), math.prod(a.shape[:-2]), m, n)
+
   def loop_node(self, plan: dict) -> 'LoopNode':
     """Not part of the contract: a compiled loop or cond, and the loops and conds nested in it, as one foreign call
     (`LoopNode`)."""
@@ -677,6 +689,113 @@ class LoopNode:
           item.runs += n
           if item.runs >= 2: item.library.start_upgrade()
     return done
+
+# --- linear algebra the CPU runs natively: lax.linalg's LU node (a runtime step, tinyjx.lower.steps.LuStep) ---
+LINALG = r"""#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+int tjx_set_threads(int n) {   /* OpenMP's thread count is process-wide: as every library of ours, it can set it */
+#ifdef _OPENMP
+  if (n > 0) omp_set_num_threads(n);
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+/* LU with partial pivoting of `batch` row-major m x n matrices, in place (lu holds a copy of the input), as the
+   PYTHON device's lu_factor: step j takes the first row r >= j of largest |lu[r][j]| (the first NaN, if any), swaps
+   it with row j, divides the entries below the pivot by it (by 1 where it is 0) and subtracts their products with
+   the pivot row from the rows below, right of column j. The steps go in panels of TJX_LU_NB columns (LAPACK's
+   getrf order): a panel's steps update only its own columns; then its rows right of it take their updates in
+   step order (a forward substitution), and the rows below take the panel's TJX_LU_NB updates while each row is in
+   L1, rather than one sweep of the whole trailing matrix per step. Every entry gets the same products subtracted
+   in the same order as step by step, so the results are the same bit for bit. Rows are split among threads where
+   the update is large enough to pay for it. */
+#define TJX_LU_NB 16
+#define TJX_LU_CHUNK(T, W) \
+  for (; c + W <= n; c += W) { \
+    T v[W]; \
+    for (int q = 0; q < W; q++) v[q] = x[c + q]; \
+    for (int64_t t = 0; t < count; t++) \
+      for (int q = 0; q < W; q++) v[q] = v[q] - l[t] * u[t * n + c + q]; \
+    for (int q = 0; q < W; q++) x[c + q] = v[q]; \
+  }
+#define TJX_LU(T, N, ABS) \
+/* row x, right of column je: the products of its multipliers x[jb + t] with rows u + t * n (t < count) \
+   subtracted in order t, W entries at a time held in registers through the count of them (64: four chains of \
+   dependent subtractions to overlap, where one waits on the latency of each) */ \
+static void tjx_lu_rows_##N(T *x, const T *u, int64_t count, int64_t jb, int64_t je, int64_t n) { \
+  T l[TJX_LU_NB]; \
+  for (int64_t t = 0; t < count; t++) l[t] = x[jb + t]; \
+  int64_t c = je; \
+  TJX_LU_CHUNK(T, 64) \
+  TJX_LU_CHUNK(T, 16) \
+  for (; c < n; c++) { \
+    T v = x[c]; \
+    for (int64_t t = 0; t < count; t++) v = v - l[t] * u[t * n + c]; \
+    x[c] = v; \
+  } \
+} \
+void tjx_lu_##N(T *lu, int32_t *piv, int32_t *perm, int64_t batch, int64_t m, int64_t n) { \
+  const int64_t k = m < n ? m : n; \
+  T *w = (T *)malloc((size_t)(TJX_LU_NB * (m > 0 ? m : 1)) * sizeof(T)); /* a panel, by columns */ \
+  for (int64_t b = 0; b < batch; b++) { \
+    T *a = lu + b * m * n; \
+    int32_t *pv = piv + b * k, *pm = perm + b * m; \
+    for (int64_t r = 0; r < m; r++) pm[r] = (int32_t)r; \
+    for (int64_t jb = 0; jb < k; jb += TJX_LU_NB) { \
+      const int64_t je = jb + TJX_LU_NB < k ? jb + TJX_LU_NB : k, nb = je - jb; \
+      for (int64_t q = 0; q < nb; q++) \
+        for (int64_t r = jb; r < m; r++) w[q * m + r] = a[r * n + jb + q]; \
+      for (int64_t j = jb; j < je; j++) { \
+        T *col = w + (j - jb) * m; \
+        T best = 0; \
+        int nan = 0; \
+        _Pragma("omp simd reduction(max:best) reduction(|:nan)") \
+        for (int64_t r = j; r < m; r++) { \
+          const T v = ABS(col[r]); \
+          best = v > best ? v : best; \
+          nan |= v != v; \
+        } \
+        int64_t p = j; \
+        if (nan) while (col[p] == col[p]) p++; \
+        else while (ABS(col[p]) != best) p++; \
+        if (p != j) { \
+          for (int64_t c = 0; c < n; c++) { T t = a[j * n + c]; a[j * n + c] = a[p * n + c]; a[p * n + c] = t; } \
+          for (int64_t q = 0; q < nb; q++) { T t = w[q * m + j]; w[q * m + j] = w[q * m + p]; w[q * m + p] = t; } \
+          int32_t t = pm[j]; pm[j] = pm[p]; pm[p] = t; \
+        } \
+        pv[j] = (int32_t)p; \
+        const T d = col[j] == 0 ? (T)1 : col[j]; \
+        for (int64_t r = j + 1; r < m; r++) col[r] = col[r] / d; \
+        for (int64_t q = j - jb + 1; q < nb; q++) { \
+          T *other = w + q * m; \
+          const T u = other[j]; \
+          for (int64_t r = j + 1; r < m; r++) other[r] = other[r] - col[r] * u; \
+        } \
+      } \
+      for (int64_t r = jb; r < m; r++) \
+        for (int64_t q = 0; q < nb; q++) a[r * n + jb + q] = w[q * m + r]; \
+      for (int64_t i = jb + 1; i < je; i++) tjx_lu_rows_##N(a + i * n, a + jb * n, i - jb, jb, je, n); \
+      _Pragma("omp parallel for schedule(static) if((m - je) * (n - je) * (je - jb) > 1000000)") \
+      for (int64_t r = je; r < m; r++) tjx_lu_rows_##N(a + r * n, a + jb * n, je - jb, jb, je, n); \
+    } \
+  } \
+  free(w); \
+}
+TJX_LU(float, f32, fabsf)
+TJX_LU(double, f64, fabs)
+"""
+
+@lru_cache(None)
+def _linalg(name: str):
+  fn = getattr(load_library(LINALG), name)
+  fn.restype, fn.argtypes = None, [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3
+  return fn
 
 def _output_maker(device: str, shape: tuple, dt):
   """`make()` -> a fresh NumpyBuffer of `shape` and `dt` with its `address` known. Its fields that are the same at

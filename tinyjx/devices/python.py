@@ -196,6 +196,31 @@ def _argsort(n, x):
   asc = np.argsort(np.flip(x, axis), axis=axis, kind='stable')
   return (size - 1 - np.flip(asc, axis)).astype(np.int32)
 
+def lu_factor(n, a: np.ndarray) -> tuple:
+  """LU (lu, pivots, permutation) of float matrices (..., m, n), the reference for the CPU's `tjx_lu`: step j takes
+  the first row r >= j of largest |a[r, j]| (the first NaN, if any), swaps it with row j, divides the entries below
+  the pivot by it (by 1 where it is 0: a zero column is left as is) and subtracts their products with the pivot row
+  from the rows below, right of column j."""
+  a = np.array(a, copy=True, order='C')
+  m, cols = a.shape[-2:]
+  k, flat = min(m, cols), a.reshape((math.prod(a.shape[:-2]), m, cols))
+  piv = np.zeros((flat.shape[0], k), np.int32)
+  perm = np.tile(np.arange(m, dtype=np.int32), (flat.shape[0], 1))
+  one = a.dtype.type(1)
+  with np.errstate(all='ignore'):
+    for b, x in enumerate(flat):
+      for j in range(k):
+        mag = np.abs(x[j:, j])
+        nan = np.isnan(mag)
+        p = j + int(np.argmax(nan) if nan.any() else np.argmax(mag))
+        if p != j:
+          x[[j, p]], perm[b, [j, p]] = x[[p, j]], perm[b, [p, j]]
+        piv[b, j] = p
+        d = x[j, j]
+        x[j + 1:, j] /= d if d != 0 else one
+        x[j + 1:, j + 1:] -= x[j + 1:, j, None] * x[j, None, j + 1:]
+  return a, piv.reshape(a.shape[:-2] + (k,)), perm.reshape(a.shape[:-2] + (m,))
+
 def _iota(n):
   shape, axis = n.arg
   r = np.arange(shape[axis]).astype(n.dtype.np)
@@ -268,7 +293,7 @@ python_rules: dict = {
   Ops.EXPAND: lambda n, x: np.broadcast_to(x, n.arg), Ops.PAD: _pad,
   Ops.SHRINK: lambda n, x: x[tuple(slice(a, b) for a, b in n.arg)], Ops.FLIP: lambda n, x: np.flip(x, n.arg),
   Ops.DOT_GENERAL: lambda n, a, b: dot_general_value(a, b, n.arg, n.dtype),
-  Ops.GATHER: _gather, Ops.SCATTER: _scatter, Ops.ARGSORT: _argsort,
+  Ops.GATHER: _gather, Ops.SCATTER: _scatter, Ops.ARGSORT: _argsort, Ops.LU: lu_factor,
   Ops.GETITEM: lambda n, tup: tup[n.arg],
   Ops.STOP_GRADIENT: lambda n, x: x,   # an identity on values
   Ops.DEBUG_CALLBACK: lambda n, *vals: (n.arg(list(vals)), np.bool_(False))[1],   # the record calls the host

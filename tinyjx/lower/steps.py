@@ -14,7 +14,7 @@ import ctypes, math
 import numpy as np
 from tinyjx import counters, settings as config
 from tinyjx.uop import UOp, Ops, GroupOp
-from tinyjx.devices.python import LOOPS, run_loop, host_empty, address
+from tinyjx.devices.python import LOOPS, run_loop, host_empty, address, evaluate_node
 from tinyjx.lower.runtime import InterpretedStep, KernelCall, step_rules
 
 class LoopStep:
@@ -285,7 +285,35 @@ class CollectiveStep(InterpretedStep):
   def __init__(self, node: UOp, st, slots: list): super().__init__(node, [st.slot_of[s] for s in node.src], slots)
   def __repr__(self): return f"{self.node.op.name.lower()} step over axis {self.node.arg[0]!r}"
 
+class LuStep(InterpretedStep):
+  """lax.linalg's LU node (float32 or float64 matrices) in a compiled program: the device's native `lu` where it has
+  one (the CPU's, in C), else the PYTHON device's rule on the slots' arrays. An output nobody reads still gets
+  written, into memory of the step's own."""
+  def __init__(self, node: UOp, st, slots: list):
+    super().__init__(node, [st.slot_of[s] for s in node.src], slots)
+    self.src_slots = self.in_slots              # (as a LoopStep names them: jit's hit path reads them)
+    self.native = getattr(st.device, 'lu', None)
+    self._spare: list | None = None
+
+  def run(self, frame) -> None:
+    self.run_arrays([frame.array(s) for s in self.in_slots],
+                    [None if s is None else frame.array(s) for s in self.out_slots])
+
+  def run_arrays(self, args: list, dests: list) -> None:
+    """The factors, pivots and permutation of args[0] into `dests` (None: not read); what `run` does with a Frame's
+    arrays, and jit's hit path with its own."""
+    if self.native is None:
+      outs = evaluate_node(self.node, *args)
+      for dest, value in zip(dests, outs):
+        if dest is not None: np.copyto(dest, value)
+      return
+    if self._spare is None: self._spare = [np.empty(shape, dt.np) for shape, dt in self.node.arg.out_avals]
+    self.native(args[0], *[d if d is not None else spare for d, spare in zip(dests, self._spare)])
+
+  def __repr__(self): return f"lu step ({'native' if self.native else 'reference'})"
+
 step_rules.update({op: LoopStep for op in LOOPS})
 step_rules.update({op: CollectiveStep for op in GroupOp.Collective})
+step_rules[Ops.LU] = LuStep
 
-__all__ = ['LoopStep', 'CollectiveStep']
+__all__ = ['LoopStep', 'CollectiveStep', 'LuStep']
