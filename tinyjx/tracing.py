@@ -212,7 +212,7 @@ def params_text(u: UOp) -> str:
   if u.op is Ops.CUMULATIVE: return f"[axis={u.arg[1]} reverse={u.arg[2]}]"
   names = {Ops.RESHAPE: 'new_sizes', Ops.PERMUTE: 'permutation', Ops.EXPAND: 'shape', Ops.PAD: 'padding_config',
            Ops.SHRINK: 'bounds', Ops.FLIP: 'dimensions', Ops.DOT_GENERAL: 'dimension_numbers', Ops.SCATTER: 'mode',
-           Ops.GETITEM: 'index'}
+           Ops.GETITEM: 'index', Ops.TRIANGULAR_SOLVE: 'unit_diagonal'}
   if u.op in names: return f"[{names[u.op]}={u.arg}]"
   if u.op is Ops.IOTA: return f"[shape={u.arg[0]} dimension={u.arg[1]}]"
   if u.op is Ops.ARGSORT: return f"[dimension={u.arg[0]} descending={u.arg[1]}]"

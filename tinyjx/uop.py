@@ -70,6 +70,9 @@ class Ops(enum.Enum):
   # LU(a) arg=lax.linalg.LuArg: partial-pivoting LU of float matrices (..., m, n), outputs the factors (..., m, n),
   # the pivots (..., min(m, n)) and the permutation (..., m), both int32; a runtime step (native on the CPU)
   LU = enum.auto()
+  # TRIANGULAR_SOLVE(l, b) arg=unit_diagonal: X with tril(l) @ X = b, l (..., n, n), b (..., n, k) of one batch
+  # shape (only the lower triangle of l is read; its strict lower one when unit); a runtime step, native on the CPU
+  TRIANGULAR_SOLVE = enum.auto()
   # collectives (arg starts with the axis name)
   PSUM = enum.auto(); PMAX = enum.auto(); PMIN = enum.auto(); ALL_GATHER = enum.auto(); PPERMUTE = enum.auto()
   ALL_TO_ALL = enum.auto(); PSUM_SCATTER = enum.auto(); AXIS_INDEX = enum.auto()
@@ -444,6 +447,7 @@ shape_rules: dict[Ops, Callable[[UOp], tuple]] = {
   Ops.GATHER: lambda u: u.src[1].shape + u.src[0].shape[1:],
   Ops.SCATTER: lambda u: u.src[0].shape,
   Ops.ARGSORT: lambda u: u.src[0].shape,
+  Ops.TRIANGULAR_SOLVE: lambda u: u.src[1].shape,
   Ops.DEBUG_CALLBACK: lambda u: (),
   Ops.GETITEM: _getitem_rule,
   **{op: (lambda u: ()) for op in GroupOp.Kernel},   # kernel-level nodes are scalars

@@ -451,12 +451,25 @@ class CPUDevice(Backend):
     C-contiguous arrays `lu`, `piv` (int32, (..., min(m, n))) and `perm` (int32, (..., m)), in C (`LINALG`)."""
     m, n = a.shape[-2:]
     np.copyto(lu, a)
-    _threads[1] = config.get('TINYJX_THREADS') or thread_count()
+    self._threads()
     fn = _linalg('tjx_lu_f32' if a.dtype == np.float32 else 'tjx_lu_f64')
+    fn(address(lu), address(piv), address(perm), math.prod(a.shape[:-2]), m, n)
+
+  def lower_solve(self, l: np.ndarray, b: np.ndarray, x: np.ndarray, unit: bool) -> None:
+    """Not part of the contract: X with tril(l) X = b into the C-contiguous `x`, for float32 or float64 `l` (..., n,
+    n) and `b` (..., n, k) of one batch shape, in C (`LINALG`)."""
+    n, k = b.shape[-2:]
+    self._threads()
+    fn = _linalg('tjx_trsm_f32' if b.dtype == np.float32 else 'tjx_trsm_f64')
+    fn(address(np.ascontiguousarray(l)), address(np.ascontiguousarray(b)), address(x), math.prod(b.shape[:-2]), n, k,
+       int(unit))
+
+  def _threads(self) -> None:
+    """OpenMP's thread count for LINALG's routines (process-wide: set through any library of ours)."""
+    _threads[1] = config.get('TINYJX_THREADS') or thread_count()
     if _threads[0] != _threads[1]:
       load_library(LINALG).tjx_set_threads(int(_threads[1]))
       _threads[0] = _threads[1]
-    fn(address(lu), address(piv), address(perm), math.prod(a.shape[:-2]), m, n)
 
   def loop_node(self, plan: dict) -> 'LoopNode':
     """Not part of the contract: a compiled loop or cond, and the loops and conds nested in it, as one foreign call
@@ -789,12 +802,65 @@ void tjx_lu_##N(T *lu, int32_t *piv, int32_t *perm, int64_t batch, int64_t m, in
 }
 TJX_LU(float, f32, fabsf)
 TJX_LU(double, f64, fabs)
+/* X with tril(l) X = b for `batch` pairs of row-major l (n x n) and b (n x k), into x (unit: the diagonal is taken
+   as ones), as the PYTHON device's lower_solve: row i is b[i] less l[i][t] times row t of X for t = 0, 1, ... in
+   order, then divided by l[i][i]. Columns go in slabs of TJX_TRSM_W (a slab of X stays in L1 while its rows are
+   solved; threads take slabs where there are enough of them), rows four at a time: the four take the products of
+   the rows above them together (eight independent chains of subtractions to overlap, where one row's chain waits
+   on each subtraction's latency), then finish among themselves in order. */
+#define TJX_TRSM_W 32
+#define TJX_TRSM(T, N) \
+static void tjx_trsm_slab_##N(const T *l, const T *b, T *x, int64_t n, int64_t k, int64_t unit, int64_t c0, \
+                              int64_t w) { \
+  int64_t i = 0; \
+  for (; i + 4 <= n && w == TJX_TRSM_W; i += 4) { \
+    T v[4][TJX_TRSM_W]; \
+    for (int r = 0; r < 4; r++) \
+      for (int q = 0; q < TJX_TRSM_W; q++) v[r][q] = b[(i + r) * k + c0 + q]; \
+    for (int64_t t = 0; t < i; t++) { \
+      const T *xt = x + t * k + c0; \
+      const T l0 = l[i * n + t], l1 = l[(i + 1) * n + t], l2 = l[(i + 2) * n + t], l3 = l[(i + 3) * n + t]; \
+      for (int q = 0; q < TJX_TRSM_W; q++) { \
+        v[0][q] = v[0][q] - l0 * xt[q]; v[1][q] = v[1][q] - l1 * xt[q]; \
+        v[2][q] = v[2][q] - l2 * xt[q]; v[3][q] = v[3][q] - l3 * xt[q]; \
+      } \
+    } \
+    for (int r = 0; r < 4; r++) { \
+      const T *li = l + (i + r) * n; \
+      for (int s = 0; s < r; s++) \
+        for (int q = 0; q < TJX_TRSM_W; q++) v[r][q] = v[r][q] - li[i + s] * x[(i + s) * k + c0 + q]; \
+      for (int q = 0; q < TJX_TRSM_W; q++) x[(i + r) * k + c0 + q] = unit ? v[r][q] : v[r][q] / li[i + r]; \
+    } \
+  } \
+  for (; i < n; i++) { \
+    const T *li = l + i * n; \
+    for (int64_t q = 0; q < w; q++) { \
+      T v = b[i * k + c0 + q]; \
+      for (int64_t t = 0; t < i; t++) v = v - li[t] * x[t * k + c0 + q]; \
+      x[i * k + c0 + q] = unit ? v : v / li[i]; \
+    } \
+  } \
+} \
+void tjx_trsm_##N(const T *l0, const T *b0, T *x0, int64_t batch, int64_t n, int64_t k, int64_t unit) { \
+  const int64_t slabs = (k + TJX_TRSM_W - 1) / TJX_TRSM_W; \
+  for (int64_t g = 0; g < batch; g++) { \
+    const T *l = l0 + g * n * n, *b = b0 + g * n * k; \
+    T *x = x0 + g * n * k; \
+    _Pragma("omp parallel for schedule(static) if(slabs > 1 && n * n * k > 200000)") \
+    for (int64_t h = 0; h < slabs; h++) { \
+      const int64_t c0 = h * TJX_TRSM_W; \
+      tjx_trsm_slab_##N(l, b, x, n, k, unit, c0, c0 + TJX_TRSM_W < k ? TJX_TRSM_W : k - c0); \
+    } \
+  } \
+}
+TJX_TRSM(float, f32)
+TJX_TRSM(double, f64)
 """
 
 @lru_cache(None)
 def _linalg(name: str):
   fn = getattr(load_library(LINALG), name)
-  fn.restype, fn.argtypes = None, [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3
+  fn.restype, fn.argtypes = None, [ctypes.c_void_p] * 3 + [ctypes.c_int64] * (4 if 'trsm' in name else 3)
   return fn
 
 def _output_maker(device: str, shape: tuple, dt):

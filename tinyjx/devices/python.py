@@ -221,6 +221,17 @@ def lu_factor(n, a: np.ndarray) -> tuple:
         x[j + 1:, j + 1:] -= x[j + 1:, j, None] * x[j, None, j + 1:]
   return a, piv.reshape(a.shape[:-2] + (k,)), perm.reshape(a.shape[:-2] + (m,))
 
+def lower_solve(n, l: np.ndarray, b: np.ndarray) -> np.ndarray:
+  """X with tril(l) X = b (n.arg: the diagonal is taken as ones), the reference for the CPU's `tjx_trsm`: row i is
+  b[i] less l[i, t] times row t of X for t = 0, 1, ... in order, then divided by l[i, i]."""
+  x = np.empty(np.broadcast_shapes(l.shape, b.shape[:-2] + l.shape[-2:])[:-2] + b.shape[-2:], b.dtype)
+  with np.errstate(all='ignore'):
+    for i in range(l.shape[-1]):
+      v = b[..., i, :].copy()
+      for t in range(i): v = v - l[..., i, t, None] * x[..., t, :]
+      x[..., i, :] = v if n.arg else v / l[..., i, i, None]
+  return x
+
 def _iota(n):
   shape, axis = n.arg
   r = np.arange(shape[axis]).astype(n.dtype.np)
@@ -294,6 +305,7 @@ python_rules: dict = {
   Ops.SHRINK: lambda n, x: x[tuple(slice(a, b) for a, b in n.arg)], Ops.FLIP: lambda n, x: np.flip(x, n.arg),
   Ops.DOT_GENERAL: lambda n, a, b: dot_general_value(a, b, n.arg, n.dtype),
   Ops.GATHER: _gather, Ops.SCATTER: _scatter, Ops.ARGSORT: _argsort, Ops.LU: lu_factor,
+  Ops.TRIANGULAR_SOLVE: lower_solve,
   Ops.GETITEM: lambda n, tup: tup[n.arg],
   Ops.STOP_GRADIENT: lambda n, x: x,   # an identity on values
   Ops.DEBUG_CALLBACK: lambda n, *vals: (n.arg(list(vals)), np.bool_(False))[1],   # the record calls the host

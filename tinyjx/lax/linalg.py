@@ -5,12 +5,14 @@ so it lowers like any other program: the loop body is compiled once and runs as 
 numpy or LAPACK at run time. Inputs are (..., m, n) arrays: leading dims are batch dims and every update
 broadcasts over them, so `vmap` batches the loops too. Integer inputs are promoted to the default float (as JAX).
 
-The one is LU of float32 and float64 matrices, an `Ops.LU` node (JAX's lu primitive): a runtime step that the CPU
-runs in C, panel by panel with each row's updates held in registers (devices/cpu.py `LINALG`), and other devices
-through the PYTHON device's `lu_factor`; both give the bits of the step-by-step algorithm. A loop step cannot do
-that well: it updates the whole masked matrix at every step, where LU touches only the shrinking trailing block (256
-x 256: 3.0 ms as a `fori_loop`, 0.28 as a node, against JAX's 0.71 through LAPACK). Other dtypes (complex, through
-the complex split) keep the loop.
+Two are not, for float32 and float64: LU (an `Ops.LU` node, JAX's lu primitive) and the lower, left-side
+triangular solve every solve reduces to (`Ops.TRIANGULAR_SOLVE`). Each is a runtime step that the CPU runs in C
+(devices/cpu.py `LINALG`: LU panel by panel, the solve by slabs of columns, rows' updates held in registers) and
+other devices through the PYTHON device's rule (`lu_factor`, `lower_solve`); both give the bits of the plain
+step-by-step algorithm. A loop step cannot do that well: it updates the whole masked matrix at every step, where
+LU touches only the shrinking trailing block. 256 x 256, against JAX through LAPACK: LU 3.0 ms as a `fori_loop`,
+0.28 as a node (JAX 0.62-0.71); `jnp.linalg.solve` 4.2 -> 0.62 (JAX 1.25); `inv` 4.1 -> 0.60 (JAX 1.24). Other
+dtypes (complex, through the complex split) keep the loops.
 
 The algorithms: Cholesky by columns, and for n > BLOCK by panels of BLOCK columns (the panel's diagonal block by
 columns, the rows below it with a matmul by that block's inverse) with one matmul per trailing update; triangular
@@ -34,9 +36,9 @@ from tinyjx.numpy import base as jnp
 from tinyjx.transforms.control_flow import fori_loop, dynamic_index_in_dim, dynamic_slice_in_dim
 from tinyjx.transforms.control_flow import dynamic_update_slice_in_dim
 from tinyjx.transforms.custom import custom_jvp
-from tinyjx.transforms import batching
+from tinyjx.transforms import ad, batching
 from tinyjx.transforms.control_flow import bind
-from tinyjx.uop import Ops
+from tinyjx.uop import UOp, Ops
 
 BLOCK = 32          # Cholesky and triangular solves work in panels of this many columns once n exceeds it
 PANELS = 8          # ... and of more where n > PANELS * BLOCK (a triangular solve: at most PANELS blocks)
@@ -167,13 +169,47 @@ def panel_width(n: int) -> int:
   """The block width of a blocked triangular solve of order n: BLOCK, or n / PANELS rounded up to 8."""
   return max(BLOCK, -(-n // (8 * PANELS)) * 8)
 
+def lower_solve_node(l: Array, b: Array, unit: bool) -> Array:
+  """X with tril(l) @ X = b (float32 or float64, one dtype) as one TRIANGULAR_SOLVE node, batch dims broadcast: a
+  runtime step the CPU runs in C (`tjx_trsm`: forward substitution, sixty-four columns of a row in registers through
+  its products) and other devices through the PYTHON device's `lower_solve`, in the same order."""
+  shape = jnp.broadcast_shapes(l.shape[:-2], b.shape[:-2])
+  l, b = jnp.broadcast_to(l, shape + l.shape[-2:]), jnp.broadcast_to(b, shape + b.shape[-2:])
+  return Array(UOp(Ops.TRIANGULAR_SOLVE, b.dtype, (l.uop, b.uop), bool(unit)))
+
+def lower_solve_jvp(node, ts):
+  """X' = tril(l)^-1 (b' - tril(l') X), l' restricted to the triangle the solve reads."""
+  (l, b), (dl, db), unit = node.src, ts, node.arg
+  rhs = Array(db) if db is not None else jnp.zeros(b.shape, b.dtype)
+  if dl is not None: rhs = rhs - jnp.tril(Array(dl), -1 if unit else 0) @ Array(node)
+  return lower_solve_node(Array(l), rhs, unit).uop
+
+def lower_solve_vjp(ct, node):
+  """b's cotangent tril(l)^-T ct (the upper system solved as the lower one of the reversed matrix), l's
+  -tril(that X^T)."""
+  (l, _), unit = node.src, node.arg
+  gb = jnp.flip(lower_solve_node(flip2(mT(Array(l))), jnp.flip(Array(ct), -2), unit), -2)
+  gl = -jnp.tril(gb @ mT(Array(node)), -1 if unit else 0)
+  return (gl.uop, gb.uop)
+
+def lower_solve_batch(node, srcs, bdims):
+  """vmap of a TRIANGULAR_SOLVE node: both operands with the batch axis in front (an unbatched one broadcast)."""
+  size = batching.batch_size(srcs, bdims)
+  moved = tuple(batching.match_axis(s, b, 0, size) for s, b in zip(srcs, bdims))
+  return node.replace(src=moved), 0
+
+ad.jvp_rules[Ops.TRIANGULAR_SOLVE], ad.vjp_rules[Ops.TRIANGULAR_SOLVE] = lower_solve_jvp, lower_solve_vjp
+batching.batch_rules[Ops.TRIANGULAR_SOLVE] = lower_solve_batch
+
 def _lower_solve(l: Array, b: Array, unit: bool = False) -> Array:
   """X with tril(l) @ X = b; l (..., n, n), b (..., n, k), batch dims broadcast. Only the lower triangle of l is
-  read (only its strict lower triangle when `unit`). Up to BLOCK rows, forward substitution row by row; past it,
+  read (only its strict lower triangle when `unit`). float32 and float64 (one dtype) are one TRIANGULAR_SOLVE node
+  (`lower_solve_node`). Other dtypes: up to BLOCK rows, forward substitution row by row; past it,
   by blocks of rows: the inverses of all the diagonal blocks in one loop (substitution on the identity, the
   blocks stacked), then per block one matmul with its block's inverse and one that takes the block's part out of
   the rows below (LAPACK's trtri and gemm; the loop runs w steps on w x w blocks where substitution would run n
   on n x k)."""
+  if l.dtype == b.dtype and l.dtype in (dtypes.float32, dtypes.float64): return lower_solve_node(l, b, unit)
   n = l.shape[-1]
   if n <= BLOCK: return _lower_solve_rows(l, b, unit)
   w = panel_width(n)

@@ -312,8 +312,29 @@ class LuStep(InterpretedStep):
 
   def __repr__(self): return f"lu step ({'native' if self.native else 'reference'})"
 
+class LowerSolveStep(InterpretedStep):
+  """lax.linalg's TRIANGULAR_SOLVE node (float32 or float64): the device's native `lower_solve` where it has one (the
+  CPU's, in C), else the PYTHON device's rule on the slots' arrays."""
+  def __init__(self, node: UOp, st, slots: list):
+    super().__init__(node, [st.slot_of[s] for s in node.src], slots)
+    self.src_slots = self.in_slots              # (as a LoopStep names them: jit's hit path reads them)
+    self.native = getattr(st.device, 'lower_solve', None)
+
+  def run(self, frame) -> None:
+    self.run_arrays([frame.array(s) for s in self.in_slots],
+                    [None if s is None else frame.array(s) for s in self.out_slots])
+
+  def run_arrays(self, args: list, dests: list) -> None:
+    """X into dests[0]; what `run` does with a Frame's arrays, and jit's hit path with its own."""
+    if dests[0] is None: return
+    if self.native is None: np.copyto(dests[0], evaluate_node(self.node, *args))
+    else: self.native(args[0], args[1], dests[0], self.node.arg)
+
+  def __repr__(self): return f"triangular_solve step ({'native' if self.native else 'reference'})"
+
 step_rules.update({op: LoopStep for op in LOOPS})
 step_rules.update({op: CollectiveStep for op in GroupOp.Collective})
 step_rules[Ops.LU] = LuStep
+step_rules[Ops.TRIANGULAR_SOLVE] = LowerSolveStep
 
-__all__ = ['LoopStep', 'CollectiveStep', 'LuStep']
+__all__ = ['LoopStep', 'CollectiveStep', 'LuStep', 'LowerSolveStep']
