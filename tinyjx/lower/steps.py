@@ -32,8 +32,8 @@ class LoopStep:
     self.src_slots, self.out_slots = [st.slot_of[s] for s in node.src], list(slots)
     self.reads, self.writes = set(self.src_slots), {s for s in slots if s is not None}
     self.exes = [st.device.compile_jaxpr(j) for j in node.arg.jaxprs]
-    # jit's hit path for each sub-program that has one (kernels and loops, on host memory): an iteration of a small
-    # body then costs a few microseconds of Python instead of about 20 (Executable.run's general binding). (A
+    # jit's hit path for each sub-program that has one (kernels and steps that run on arrays, on host memory): a small
+    # body's iteration then costs a few microseconds of Python instead of about 20 (Executable.run's binding). (A
     # compile that stops at a Lowering, CUDA's PTX check on a machine without a GPU, has no runner.)
     self.runners = [exe.direct_runner() if hasattr(exe, 'direct_runner') else None for exe in self.exes]
     self.compiled = CompiledLoop(self) if CompiledLoop.eligible(self) else None
