@@ -211,7 +211,8 @@ def test_native_triangular_solves_match_the_reference_bit_for_bit(cpu, x64, dtyp
   r = rng(13)
   for n, k, lb, bb in [(1, 1, (), ()), (7, 3, (), ()), (33, 70, (2,), (2,)), (40, 32, (), (3,)), (9, 1, (2,), ())]:
     l = (np.tril(r.standard_normal(lb + (n, n))) + 3 * np.eye(n)).astype(dtype)
-    for left, lower, trans, unit in [(True, True, False, False), (False, False, True, True), (True, False, True, False)]:
+    flags = [(True, True, False, False), (False, False, True, True), (True, False, True, False)]
+    for left, lower, trans, unit in flags:
       b = r.standard_normal(bb + ((n, k) if left else (k, n))).astype(dtype)
       a = l if lower else np.swapaxes(l, -1, -2)
       f = tinyjx.jit(lambda a, b: lax.linalg.triangular_solve(a, b, left_side=left, lower=lower, transpose_a=trans,

@@ -304,22 +304,23 @@ class LuArg:
   @property
   def key(self) -> str: return "lu" + "".join(f"|{d.short}{list(s)}" for s, d in self.out_avals)
   def pretty_params(self) -> str: return ""    # (as JAX prints its lu)
+  @staticmethod
+  def of(shape: tuple, dtype) -> 'LuArg':
+    """The arg of an LU node of matrices of `shape` (..., m, n) and `dtype`."""
+    batch, (m, n) = shape[:-2], shape[-2:]
+    return LuArg(((shape, dtype), (batch + (min(m, n),), dtypes.int32), (batch + (m,), dtypes.int32)))
 
 def lu_node(a: Array) -> tuple[Array, Array, Array]:
   """(lu, pivots, permutation) of float32 or float64 matrices (..., m, n) as one LU node: a runtime step, which
   the CPU runs in C (`tjx_lu`: the trailing rows and columns alone at each step, where the `fori_loop` form of
   `_lu_raw` updates the whole masked matrix) and other devices through the PYTHON device's `lu_factor`."""
-  batch, (m, n) = a.shape[:-2], a.shape[-2:]
-  arg = LuArg(((a.shape, a.dtype), (batch + (min(m, n),), dtypes.int32), (batch + (m,), dtypes.int32)))
-  return tuple(Array(u) for u in bind(Ops.LU, arg, [a.uop]))
+  return tuple(Array(u) for u in bind(Ops.LU, LuArg.of(a.shape, a.dtype), [a.uop]))
 
 def lu_batch(node, srcs, bdims):
   """vmap of an LU node: the batch axis moves to the front, where LU takes its batch dims."""
   (x,), (b,) = srcs, bdims
   x = batching.moveaxis(x, b, 0)
-  batch, (m, n) = x.shape[:-2], x.shape[-2:]
-  arg = LuArg(((x.shape, x.dtype), (batch + (min(m, n),), dtypes.int32), (batch + (m,), dtypes.int32)))
-  return node.replace(src=(x,), arg=arg), (0, 0, 0)
+  return node.replace(src=(x,), arg=LuArg.of(x.shape, x.dtype)), (0, 0, 0)
 
 batching.batch_rules[Ops.LU] = lu_batch
 

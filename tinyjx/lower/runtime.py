@@ -208,22 +208,23 @@ class Executable:
     return self._results(inputs, outs)[self.n_effects:]
 
   def direct_runner(self, counts: tuple = ()):
-    """For jit's hit path: `run(input_buffers) -> fresh output Buffers`, or None where the program needs what only
-    `run` does. It does `run`'s work with everything that is the same at every call decided here, once: the program
-    is foreign calls of kernels and runtime steps that run on their slots' arrays (`run_arrays`: a COND, WHILE or
-    SCAN, an LU, a triangular solve) on host memory (no other runtime step, no effect), with an arena of its own, and every output a slot of its own or a copy of an input, a constant or an
-    earlier output. The caller vouches for the inputs: Buffers of this device with the program's shapes and dtypes
-    (jit keys its cache on them); `counts` are the caller's own (name, n) counter pairs, added with the run's. `run`
-    returns None, and the caller falls back to `Executable.run`, when an input is not contiguous, another thread has
-    the arena, or VIZ asked for a timed run. The device's `replayer` is all of `run` where it has one (the CPU's);
-    else the binding goes through `arguments`."""
+    """For jit's hit path: `run(input_buffers) -> fresh output Buffers`, or None where the program needs what only `run`
+    does. It does `run`'s work with everything that is the same at every call decided here, once: the program is
+    foreign calls of kernels and runtime steps that run on their slots' arrays (`run_arrays`: a COND, WHILE or SCAN,
+    an LU, a triangular solve) on host memory (no other runtime step, no effect), with an arena of its own, and
+    every output a slot of its own or a copy of an input, a constant or an earlier output. The caller vouches for
+    the inputs: Buffers of this device with the program's shapes and dtypes (jit keys its cache on them); `counts`
+    are the caller's own (name, n) counter pairs, added with the run's. `run` returns None, and the caller falls
+    back to `Executable.run`, when an input is not contiguous, another thread has the arena, or VIZ asked for a
+    timed run. The device's `replayer` is all of `run` where it has one (the CPU's); else the binding goes through
+    `arguments`."""
     dev, prog = self.device, self.program
     if not dev.host_memory or self._arena is None or self.n_effects: return None
     outs = [(ref, self.slots[ref].shape, dt, None) if kind == 'slot' else (None, None, dt, self._copier(kind, ref))
             for kind, ref, dt in prog.out_plan]
     own = [slot for slot, _, _, copy in outs if copy is None]
-    steps = [(st.program, None) if isinstance(st, KernelCall) and st.slots is None else (None, self._direct_step(st, own))
-             for st in self.steps]
+    steps = [(st.program, None) if isinstance(st, KernelCall) and st.slots is None else
+             (None, self._direct_step(st, own)) for st in self.steps]
     if any(program is None and act is None for program, act in steps): return None
     counts = (('kernels', len(prog.kernels)), ('flops', prog.flops), ('bytes', prog.nbytes)) + tuple(counts)
     replayer = getattr(dev, 'replayer', None)
@@ -250,14 +251,12 @@ class Executable:
     run = getattr(st, 'run_arrays', None)
     if run is None: return None
     ins, outs = {s: i for i, s in enumerate(self.program.in_slots)}, {s: i for i, s in enumerate(own)}
+    kept = Frame(self, None, {}, self._arena)      # the constants and the kept arena's intermediates
     def where(slot):   # (0, fixed array) | (1, input index, shape) | (2, output index)
       if slot is None: return (0, None)
-      s = self.slots[slot]
-      if slot in ins: return (1, ins[slot], s.shape)
+      if slot in ins: return (1, ins[slot], self.slots[slot].shape)
       if slot in outs: return (2, outs[slot])
-      if s.kind == 'const': return (0, self._const_arrays[slot])
-      off = self.offsets[slot]
-      return (0, self._arena[off:off + s.nbytes].view(s.dtype.np).reshape(s.shape))
+      return (0, kept.array(slot))
     reads, writes = [where(s) for s in st.src_slots], [where(s) for s in st.out_slots]
     pick = lambda w, inputs, outputs: w[1] if w[0] == 0 else inputs[w[1]].reshape(w[2]) if w[0] == 1 else outputs[w[1]]
     def act(inputs: list, outputs: list) -> None:

@@ -106,7 +106,8 @@ class CompiledLoop:
     for exe, jx in zip(step.exes, a.jaxprs):
       if len(exe.program.in_slots) != len(jx.params) or len(exe.program.out_plan) != len(jx.outs): return False
       for st in exe.steps:
-        if not (isinstance(st, KernelCall) and st.slots is None or isinstance(st, LoopStep) and st.compiled): return False
+        kernels = isinstance(st, KernelCall) and st.slots is None
+        if not (kernels or isinstance(st, LoopStep) and st.compiled): return False
     src = [(s.shape, s.dtype) for s in node.src]
     outs = [(tuple(shape), dt) for shape, dt in a.out_avals]
     if node.op is Ops.COND:
@@ -285,56 +286,49 @@ class CollectiveStep(InterpretedStep):
   def __init__(self, node: UOp, st, slots: list): super().__init__(node, [st.slot_of[s] for s in node.src], slots)
   def __repr__(self): return f"{self.node.op.name.lower()} step over axis {self.node.arg[0]!r}"
 
-class LuStep(InterpretedStep):
-  """lax.linalg's LU node (float32 or float64 matrices) in a compiled program: the device's native `lu` where it has
-  one (the CPU's, in C), else the PYTHON device's rule on the slots' arrays. An output nobody reads still gets
-  written, into memory of the step's own."""
+class NativeStep(InterpretedStep):
+  """A linear-algebra node of lax.linalg in a compiled program: the device's native routine named `NATIVE` where it
+  has one (the CPU's, in C; `call`), else the PYTHON device's rule on the slots' arrays."""
+  NATIVE = ''
   def __init__(self, node: UOp, st, slots: list):
     super().__init__(node, [st.slot_of[s] for s in node.src], slots)
     self.src_slots = self.in_slots              # (as a LoopStep names them: jit's hit path reads them)
-    self.native = getattr(st.device, 'lu', None)
-    self._spare: list | None = None
+    self.native = getattr(st.device, self.NATIVE, None)
 
   def run(self, frame) -> None:
     self.run_arrays([frame.array(s) for s in self.in_slots],
                     [None if s is None else frame.array(s) for s in self.out_slots])
 
   def run_arrays(self, args: list, dests: list) -> None:
-    """The factors, pivots and permutation of args[0] into `dests` (None: not read); what `run` does with a Frame's
-    arrays, and jit's hit path with its own."""
-    if self.native is None:
-      outs = evaluate_node(self.node, *args)
-      for dest, value in zip(dests, outs):
-        if dest is not None: np.copyto(dest, value)
-      return
+    """The results into `dests` (None: not read); what `run` does with a Frame's arrays, and jit's hit path with its
+    own."""
+    if self.native is not None: return self.call(args, dests)
+    outs = evaluate_node(self.node, *args)
+    for dest, value in zip(dests, outs if isinstance(outs, tuple) else (outs,)):
+      if dest is not None: np.copyto(dest, value)
+
+  def call(self, args: list, dests: list) -> None: raise NotImplementedError
+
+  def __repr__(self): return f"{self.node.op.name.lower()} step ({'native' if self.native else 'reference'})"
+
+class LuStep(NativeStep):
+  """The LU node: factors, pivots and permutation (an output nobody reads is still written, into memory of the
+  step's own)."""
+  NATIVE = 'lu'
+  _spare: list | None = None
+  def call(self, args: list, dests: list) -> None:
     if self._spare is None: self._spare = [np.empty(shape, dt.np) for shape, dt in self.node.arg.out_avals]
     self.native(args[0], *[d if d is not None else spare for d, spare in zip(dests, self._spare)])
 
-  def __repr__(self): return f"lu step ({'native' if self.native else 'reference'})"
-
-class LowerSolveStep(InterpretedStep):
-  """lax.linalg's TRIANGULAR_SOLVE node (float32 or float64): the device's native `lower_solve` where it has one (the
-  CPU's, in C), else the PYTHON device's rule on the slots' arrays."""
-  def __init__(self, node: UOp, st, slots: list):
-    super().__init__(node, [st.slot_of[s] for s in node.src], slots)
-    self.src_slots = self.in_slots              # (as a LoopStep names them: jit's hit path reads them)
-    self.native = getattr(st.device, 'lower_solve', None)
-
-  def run(self, frame) -> None:
-    self.run_arrays([frame.array(s) for s in self.in_slots],
-                    [None if s is None else frame.array(s) for s in self.out_slots])
-
-  def run_arrays(self, args: list, dests: list) -> None:
-    """X into dests[0]; what `run` does with a Frame's arrays, and jit's hit path with its own."""
-    if dests[0] is None: return
-    if self.native is None: np.copyto(dests[0], evaluate_node(self.node, *args))
-    else: self.native(args[0], args[1], dests[0], self.node.arg)
-
-  def __repr__(self): return f"triangular_solve step ({'native' if self.native else 'reference'})"
+class LowerSolveStep(NativeStep):
+  """The TRIANGULAR_SOLVE node: X with tril(l) X = b."""
+  NATIVE = 'lower_solve'
+  def call(self, args: list, dests: list) -> None:
+    if dests[0] is not None: self.native(args[0], args[1], dests[0], self.node.arg)
 
 step_rules.update({op: LoopStep for op in LOOPS})
 step_rules.update({op: CollectiveStep for op in GroupOp.Collective})
 step_rules[Ops.LU] = LuStep
 step_rules[Ops.TRIANGULAR_SOLVE] = LowerSolveStep
 
-__all__ = ['LoopStep', 'CollectiveStep', 'LuStep', 'LowerSolveStep']
+__all__ = ['LoopStep', 'CollectiveStep', 'NativeStep', 'LuStep', 'LowerSolveStep']
