@@ -125,7 +125,10 @@ COMPILED = {
   'fft_longest_direct': (lambda x: jnp.fft.fft(x), lambda x: np.fft.fft(x), (3, fft_module.DIRECT)),
   'fft_past_direct': (lambda x: jnp.fft.fft(x), lambda x: np.fft.fft(x), (3, fft_module.DIRECT + 1)),
   'fft2_pow2': (lambda x: jnp.fft.fft2(x), lambda x: np.fft.fft2(x), (64, 512)),
-  'fft2_tiled_reorder': (lambda x: jnp.fft.fft2(x), lambda x: np.fft.fft2(x), (512, 256)),   # tile_transposes
+  'fft2_tiled_reorder': (lambda x: jnp.fft.fft2(x), lambda x: np.fft.fft2(x), (480, 96)),   # tile_transposes
+  'fft_four_step': (lambda x: jnp.fft.ifft(x, norm='ortho'), lambda x: np.fft.ifft(x, norm='ortho'), (3, 4096)),
+  'rfft2_pow2': (lambda x: jnp.fft.rfft2(jnp.real(x)), lambda x: np.fft.rfft2(x.real), (16, 64)),
+  'irfft_pow2': (lambda x: jnp.fft.irfft(x, axis=0), lambda x: np.fft.irfft(x, axis=0), (9, 5)),
   'fftn_3d': (lambda x: jnp.fft.fftn(x), lambda x: np.fft.fftn(x), (4, 40, 36)),
   'fft_mixed_radix': (lambda x: jnp.fft.fft(x, norm='ortho'), lambda x: np.fft.fft(x, norm='ortho'), (2, 60)),
   'ifft_pow2': (lambda x: jnp.fft.ifft(x), lambda x: np.fft.ifft(x), (2, 256)),
@@ -142,6 +145,65 @@ def test_compiled_cpu_against_numpy(name, cpu):
   x = crandn(*shape)
   with tinyjx.Context(TINYJX_DEVICE='CPU'):
     assert_fft_close(tinyjx.jit(f)(jnp.asarray(x)), g(x))
+
+# ---------------------------------------------------------------- the FFT node
+
+# (the shape of one plane, the axis): every kind of block tjx_fft takes (16 or 8 adjacent columns; whole rows,
+# transposed in tiles; lane by lane), partial blocks, odd and even log2 n, a length past the tiles
+NODE_CASES = [((2,), -1), ((4,), -1), ((8,), -1), ((3, 16), -1), ((17, 32), -1), ((16, 64), -1), ((33, 512), -1),
+              ((1, 2048), -1), ((64, 7), -2), ((32, 16), -2), ((128, 33), -2), ((5, 8, 3), -2), ((2, 16, 17, 2), -3),
+              ((256, 1), -2), ((3, 1024, 5), -2)]
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_the_native_fft_gives_the_reference_bits(cpu, dt):
+  """The FFT node on the CPU (C: Stockham stages of radix 8 on vectors of transforms, the parts read and written
+  interleaved) and on the PYTHON device (numpy, the same operations in the same order, on complex arrays or on
+  interleaved parts) give the same bits, forward and inverse, within rounding of numpy.fft."""
+  from types import SimpleNamespace
+  from tinyjx.devices.python import fft_packed
+  for shape, axis in NODE_CASES:
+    for inverse in (False, True):
+      x = RNG.normal(size=shape + (2,)).astype(dt)
+      node = SimpleNamespace(arg=(axis, inverse))
+      want = fft_packed(node, x)
+      got = np.full_like(x, np.nan)
+      cpu.fft(x, got, axis, inverse)
+      np.testing.assert_array_equal(got, want, err_msg=f"{shape} {axis} {inverse}")
+      z = x[..., 0] + 1j * x[..., 1]
+      np.testing.assert_array_equal(fft_packed(node, z.astype(np.result_type(dt, np.complex64))),
+                                    want[..., 0] + 1j * want[..., 1])
+      z = np.moveaxis(z, axis, -1)
+      exact = np.moveaxis(np.fft.ifft(z) * z.shape[-1] if inverse else np.fft.fft(z), -1, axis)
+      err = np.abs(want[..., 0] + 1j * want[..., 1] - exact).max() / np.abs(exact).max()
+      assert err < (1e-6 if dt == np.float32 else 1e-14), (shape, axis, inverse, err)
+
+def test_the_fft_node_compiled_replayed_and_transformed(cpu):
+  """jnp.fft's power-of-two transforms as FFT steps in a compiled program, native on the CPU: fft2 and a transform
+  along the first axis match numpy at every call, and grad, jvp and vmap go through the node's rules (the transpose
+  of a DFT is the DFT of the other sign)."""
+  from tinyjx.lower.steps import FftStep
+  f = tinyjx.jit(lambda z: (jnp.fft.fft2(z), jnp.fft.ifft(z, axis=1, norm='ortho')))
+  for shape in ((16, 64), (32, 8)):
+    zs = [crandn(*shape) for _ in range(3)]
+    with tinyjx.Context(TINYJX_DEVICE='CPU'):
+      got = [f(jnp.asarray(z)) for z in zs]
+      exe = f.lower(jnp.asarray(zs[0])).compile().executable
+    assert sum(isinstance(s, FftStep) and s.native is not None for s in exe.steps) == 3
+    # the steps read the complex input where it lies and write the results as they are returned: no kernel copies
+    # parts in or out (fft2 is two steps, ifft's scaling one kernel)
+    assert len(exe.kernels) == 1
+    for (a, b), z in zip(got, zs):
+      assert_fft_close(a, np.fft.fft2(z))
+      assert_fft_close(b, np.fft.ifft(z, axis=1, norm='ortho'))
+  def loss(x): return jnp.sum(jnp.abs(jnp.fft.fft(x * jnp.arange(1.0, 9.0)[:, None], axis=0)) ** 2)
+  x = RNG.normal(size=(8, 3)).astype(np.float32)
+  # |F(x w)|^2 summed is n |x w|^2 (Parseval): its gradient 2 n w^2 x
+  want = 2 * 8 * np.arange(1.0, 9.0)[:, None] ** 2 * x
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    np.testing.assert_allclose(tinyjx.jit(tinyjx.grad(loss))(jnp.asarray(x)), want, rtol=1e-4)
+    np.testing.assert_allclose(tinyjx.vmap(tinyjx.grad(loss), in_axes=2)(jnp.asarray(np.stack([x, -x], 2))),
+                               np.stack([want, -want]), rtol=1e-4)
+  check_grads(lambda x: jnp.real(jnp.fft.ifft(jnp.fft.fft(x) * jnp.arange(16.0))), (x[:, 0].repeat(2),), order=2)
 
 # ---------------------------------------------------------------- errors
 
@@ -189,8 +251,16 @@ def test_gradients_as_jax_gives_them():
   np.testing.assert_allclose(np.asarray(g), [2.5, -1 - 1.7320508j, -1 - 0.57735026j, -0.5], rtol=1e-5, atol=1e-6)
   g = tinyjx.grad(lambda x: jnp.sum(jnp.real(jnp.fft.rfft(x)) + 2 * jnp.imag(jnp.fft.rfft(x))))(jnp.arange(6.0))
   np.testing.assert_allclose(np.asarray(g), [4, -3.4641016, 1, 0, 1, 3.4641016], rtol=1e-5, atol=1e-6)
+  # power-of-two lengths: rfft and irfft as half-length complex transforms (FFT nodes)
+  g = tinyjx.grad(lambda z: jnp.sum(jnp.fft.irfft(z, n=8) * jnp.arange(8.0)))(jnp.ones(5, jnp.complex64) * (1 + 1j))
+  np.testing.assert_allclose(np.asarray(g), [3.5, -1 - 2.4142137j, -1 - 1j, -1 - 0.41421354j, -0.5], rtol=1e-5,
+                             atol=1e-6)
+  g = tinyjx.grad(lambda x: jnp.sum(jnp.real(jnp.fft.rfft(x)) + 2 * jnp.imag(jnp.fft.rfft(x))))(jnp.arange(8.0))
+  np.testing.assert_allclose(np.asarray(g), [5, -4.8284273, 1, -0.8284271, 1, 0.8284271, 1, 4.8284273], rtol=1e-5,
+                             atol=1e-6)
 
-@pytest.mark.parametrize("name", ['fft', 'ifft_ortho', 'rfft', 'irfft', 'fft2', 'rfftn', 'bluestein'])
+@pytest.mark.parametrize("name", ['fft', 'ifft_ortho', 'rfft', 'irfft', 'fft2', 'rfftn', 'bluestein', 'fft_pow2',
+                                  'rfft_pow2', 'irfft_pow2', 'four_step'])
 def test_derivatives_against_finite_differences(name):
   f, x = {
     'fft': (lambda z: jnp.fft.fft(z * z), crandn(6)),
@@ -200,13 +270,17 @@ def test_derivatives_against_finite_differences(name):
     'fft2': (lambda z: jnp.fft.fft2(z, norm='forward'), crandn(3, 4)),
     'rfftn': (lambda x: jnp.fft.rfftn(x * x), RNG.normal(size=(3, 4)).astype(np.float32)),
     'bluestein': (lambda z: jnp.fft.fft(z) / 10, crandn(131)),
+    'fft_pow2': (lambda z: jnp.fft.ifft(jnp.fft.fft(z * z, axis=0) * z, norm='forward'), crandn(8, 3)),
+    'rfft_pow2': (lambda x: jnp.fft.rfft(jnp.sin(x), axis=0), RNG.normal(size=(16, 2)).astype(np.float32)),
+    'irfft_pow2': (lambda z: jnp.fft.irfft(z * z, n=8), crandn(5)),
+    'four_step': (lambda z: jnp.fft.fft(z) / 16, crandn(256)),
   }[name]
   # in x64: a second-order finite difference of a float32 FFT lands within half a percent of the truth, too near the
   # check's float32 tolerance to pass on every path that evaluates it
   tinyjx.config.update('jax_enable_x64', True)
   try:
     x = x.astype(np.complex128 if np.iscomplexobj(x) else np.float64)
-    check_grads(f, (jnp.asarray(x),), order=1 if name == 'bluestein' else 2)
+    check_grads(f, (jnp.asarray(x),), order=1 if name in ('bluestein', 'four_step') else 2)
   finally:
     tinyjx.config.update('jax_enable_x64', False)
 
@@ -241,14 +315,21 @@ def test_jvp_is_the_transform_of_the_tangent():
   _, f_vjp = tinyjx.vjp(jnp.fft.fft, z)
   assert_fft_close(f_vjp(t)[0], np.fft.fft(np.asarray(t)))   # the DFT matrix is symmetric
 
-def test_lengths_choose_the_documented_algorithm():
-  """Small lengths are one matmul, composites recurse, large primes take Bluestein's detour through 2^k."""
-  def dots(n):
-    jaxpr = tinyjx.make_jaxpr(jnp.fft.fft)(jnp.ones(n, jnp.complex64))
-    return str(jaxpr).count('dot_general')
-  assert dots(fft_module.DIRECT) == 1
-  assert dots(fft_module.DIRECT * 4) == 2                 # 128 = 8 x 16: two levels of small matmuls
-  assert dots(131) > 2 and 'c64[512]' in str(tinyjx.make_jaxpr(jnp.fft.fft)(jnp.ones(131)))   # 512 >= 2 * 131 - 1
+def test_lengths_choose_the_documented_algorithm(monkeypatch):
+  """Powers of two are one FFT node (past FOUR_STEP, or from 256 points in one vector, two levels of nodes), other
+  small lengths one matmul, composites recurse, large primes take Bluestein's detour through 2^k."""
+  def count(n, what):
+    return str(tinyjx.make_jaxpr(jnp.fft.fft)(jnp.ones(n, jnp.complex64))).count(what)
+  assert count(2, 'fft[') == count(fft_module.DIRECT, 'fft[') == count(128, 'fft[') == 1
+  assert count(fft_module.DIRECT, 'dot_general') == 0
+  assert count(256, 'fft[') == 2 and count(1 << 13, 'fft[') == 2                          # four-step
+  monkeypatch.setattr(fft_module, 'FOUR_STEP', 256)
+  assert count(1 << 17, 'fft[') == 3                       # 256 x 512, and 512 = 16 x 32 again
+  monkeypatch.undo()
+  assert count(30, 'dot_general') == 1 and count(30, 'fft[') == 0
+  assert count(60, 'dot_general') == 2                    # 60 = 6 x 10: two levels of small matmuls
+  # 512 >= 2 * 131 - 1: two transforms of 512 points, each two levels of nodes (one vector)
+  assert count(131, 'fft[') == 4 and 'c64[512]' in str(tinyjx.make_jaxpr(jnp.fft.fft)(jnp.ones(131)))
 
 def test_docstring_examples():
   import doctest

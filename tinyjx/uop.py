@@ -73,6 +73,10 @@ class Ops(enum.Enum):
   # TRIANGULAR_SOLVE(l, b) arg=unit_diagonal: X with tril(l) @ X = b, l (..., n, n), b (..., n, k) of one batch
   # shape (only the lower triangle of l is read; its strict lower one when unit); a runtime step, native on the CPU
   TRIANGULAR_SOLVE = enum.auto()
+  # FFT(x) arg=(axis, inverse): the unnormalized DFT of complex x along axis (negative: from the end), a power-of-two
+  # length (JAX's fft primitive); compiled programs carry it on the float array of interleaved parts (..., 2) (the
+  # complex split); a runtime step, native on the CPU
+  FFT = enum.auto()
   # collectives (arg starts with the axis name)
   PSUM = enum.auto(); PMAX = enum.auto(); PMIN = enum.auto(); ALL_GATHER = enum.auto(); PPERMUTE = enum.auto()
   ALL_TO_ALL = enum.auto(); PSUM_SCATTER = enum.auto(); AXIS_INDEX = enum.auto()
@@ -448,6 +452,7 @@ shape_rules: dict[Ops, Callable[[UOp], tuple]] = {
   Ops.SCATTER: lambda u: u.src[0].shape,
   Ops.ARGSORT: lambda u: u.src[0].shape,
   Ops.TRIANGULAR_SOLVE: lambda u: u.src[1].shape,
+  Ops.FFT: lambda u: u.src[0].shape,
   Ops.DEBUG_CALLBACK: lambda u: (),
   Ops.GETITEM: _getitem_rule,
   **{op: (lambda u: ()) for op in GroupOp.Kernel},   # kernel-level nodes are scalars

@@ -35,7 +35,7 @@ from functools import lru_cache
 import numpy as np
 from tinyjx import counters, settings as config
 from tinyjx.devices import Backend, diskcache
-from tinyjx.devices.python import NumpyBuffer, host_empty, address, PAGE, PAGE_FROM  # noqa: F401 (tests)
+from tinyjx.devices.python import NumpyBuffer, host_empty, address, fft_twiddles, PAGE, PAGE_FROM  # noqa: F401 (tests)
 
 # --- the toolchain ---
 class NoCompilerError(RuntimeError):
@@ -464,11 +464,35 @@ class CPUDevice(Backend):
     fn(address(np.ascontiguousarray(l)), address(np.ascontiguousarray(b)), address(x), math.prod(b.shape[:-2]), n, k,
        int(unit))
 
-  def _threads(self) -> None:
-    """OpenMP's thread count for LINALG's routines (process-wide: set through any library of ours)."""
+  def fft(self, x: np.ndarray, y: np.ndarray, axis: int, inverse: bool) -> None:
+    """Not part of the contract: the unnormalized DFT along `axis` (counted from the end; inverse: exp(+2 pi i ..))
+    of complex vectors of a power-of-two length stored as their interleaved parts: float32 or float64 `x` (..., 2),
+    into the C-contiguous `y` of its shape, in C (`FFT`)."""
+    shape = x.shape[:-1]
+    n, ax = shape[axis], len(shape) + axis
+    outer, inner = math.prod(shape[:ax]), math.prod(shape[ax + 1:])
+    self._threads(FFT)
+    fn = _linalg('tjx_fft_f32' if x.dtype == np.float32 else 'tjx_fft_f64')
+    if fn(address(np.ascontiguousarray(x)), address(y), address(fft_twiddles(n, x.dtype)), outer, n, inner,
+          int(inverse)) != 0:
+      raise MemoryError(f"fft: no memory for the scratch of a {n}-point transform ({x.dtype}, shape {shape})")
+
+  def pairs(self, re: np.ndarray, im: np.ndarray, dt) -> np.ndarray:
+    """Not part of the contract: the complex `dt` array of float parts `re` and `im` of one shape, put together in
+    C on the cores (numpy's strided copy `out.real = re` is one thread, at about a third of memory's speed)."""
+    out = host_empty(re.shape, dt.np)[0]
+    if re.size:
+      self._threads(FFT)
+      fn = _linalg('tjx_pairs_f32' if re.dtype == np.float32 else 'tjx_pairs_f64')
+      fn(address(np.ascontiguousarray(re)), address(np.ascontiguousarray(im)), address(out), re.size)
+    return out
+
+  def _threads(self, source: str | None = None) -> None:
+    """OpenMP's thread count for the routines of `source` (LINALG, FFT; process-wide: set through any library of
+    ours)."""
     _threads[1] = config.get('TINYJX_THREADS') or thread_count()
     if _threads[0] != _threads[1]:
-      load_library(LINALG).tjx_set_threads(int(_threads[1]))
+      load_library(source or LINALG).tjx_set_threads(int(_threads[1]))
       _threads[0] = _threads[1]
 
   def loop_node(self, plan: dict) -> 'LoopNode':
@@ -704,12 +728,15 @@ class LoopNode:
     return done
 
 # --- linear algebra the CPU runs natively: lax.linalg's LU node (a runtime step, tinyjx.lower.steps.LuStep) ---
-LINALG = r"""#include <stdint.h>
+NATIVE_HEAD = r"""#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
 #ifdef _OPENMP
 #include <omp.h>
+#else
+#define omp_get_max_threads() 1
+#define omp_get_thread_num() 0
 #endif
 int tjx_set_threads(int n) {   /* OpenMP's thread count is process-wide: as every library of ours, it can set it */
 #ifdef _OPENMP
@@ -719,6 +746,9 @@ int tjx_set_threads(int n) {   /* OpenMP's thread count is process-wide: as ever
   return 1;
 #endif
 }
+"""
+
+LINALG = NATIVE_HEAD + r"""
 /* LU with partial pivoting of `batch` row-major m x n matrices, in place (lu holds a copy of the input), as the
    PYTHON device's lu_factor: step j takes the first row r >= j of largest |lu[r][j]| (the first NaN, if any), swaps
    it with row j, divides the entries below the pivot by it (by 1 where it is 0) and subtracts their products with
@@ -857,8 +887,266 @@ TJX_TRSM(float, f32)
 TJX_TRSM(double, f64)
 """
 
+# --- jnp.fft's transforms of power-of-two lengths: the FFT node (a runtime step, tinyjx.lower.steps.FftStep) ---
+FFT = NATIVE_HEAD + r"""
+/* The DFT of `outer * inner` complex vectors of n points (n a power of two, at least 2), the parts of point t of
+   vector (o, i) interleaved at 2 (o n inner + t inner + i) of x, as complex values lie in memory, into y laid out
+   the same; tw holds exp(-2 pi i k / n) for k < n, its real parts then its imaginary parts. The PYTHON device's
+   fft_packed is the reference: the same operations in the same order.
+   Vectors go 64 bytes' worth of lanes at a time (16 float32, 8 float64) through Stockham stages (decimation in
+   frequency: x[p + k m] for k < radix -> y[radix p + r], the output in order, no bit reversal) of radix 8 and a last
+   one of radix 4 or 2 when log2 n is not a multiple of 3, point t of the lanes one vector of real parts and one of
+   imaginary parts in a scratch, so every butterfly works on whole vectors. Lanes of adjacent columns (inner >=
+   lanes) are read by the first stage and written by the last, pairs taken apart and put together by two shuffles;
+   whole rows (inner = 1) go in and out of the scratch a lanes x lanes tile at a time, transposed in registers;
+   anything else lane by lane. The twiddles of p = 0 are ones, and those products are skipped. The inverse (inv:
+   exp(+2 pi i ...)) swaps the parts on the way in and on the way out (that is z -> i conj z, and DFT(i conj z) = i
+   conj(IDFT z)): the shuffles' masks swap them. Threads take blocks of lanes; returns -1 when the scratch cannot be
+   had. */
+typedef float tjx_vf32 __attribute__((vector_size(64)));
+typedef float tjx_uf32 __attribute__((vector_size(64), aligned(4)));
+typedef int32_t tjx_if32 __attribute__((vector_size(64)));
+typedef double tjx_vf64 __attribute__((vector_size(64)));
+typedef double tjx_uf64 __attribute__((vector_size(64), aligned(8)));
+typedef int64_t tjx_if64 __attribute__((vector_size(64)));
+#define TJX_LD(N, p) (*(const tjx_u##N *)(p))
+#define TJX_ST(N, p, v) (*(tjx_u##N *)(p) = (v))
+/* A lanes x lanes tile transposed in registers by swapping its off-diagonal blocks of h x h for h = lanes / 2, ...,
+   1 (two-source shuffles with constant masks). */
+#define TJX_FFT_SWAP(v, V, h, lo, hi) \
+  _Pragma("GCC unroll 16") for (int i_ = 0; i_ < V; i_++) \
+    if (!(i_ & h)) { const __typeof__(v[0]) a_ = v[i_], b_ = v[i_ + h]; \
+                     v[i_] = __builtin_shuffle(a_, b_, lo); v[i_ + h] = __builtin_shuffle(a_, b_, hi); }
+static inline __attribute__((always_inline)) void tjx_fft_transpose_f32(tjx_vf32 *v) {
+  const tjx_if32 lo8 = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23};
+  const tjx_if32 hi8 = {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31};
+  const tjx_if32 lo4 = {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27};
+  const tjx_if32 hi4 = {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31};
+  const tjx_if32 lo2 = {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29};
+  const tjx_if32 hi2 = {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31};
+  const tjx_if32 lo1 = {0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30};
+  const tjx_if32 hi1 = {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31};
+  TJX_FFT_SWAP(v, 16, 8, lo8, hi8) TJX_FFT_SWAP(v, 16, 4, lo4, hi4)
+  TJX_FFT_SWAP(v, 16, 2, lo2, hi2) TJX_FFT_SWAP(v, 16, 1, lo1, hi1)
+}
+static inline __attribute__((always_inline)) void tjx_fft_transpose_f64(tjx_vf64 *v) {
+  const tjx_if64 lo4 = {0, 1, 2, 3, 8, 9, 10, 11}, hi4 = {4, 5, 6, 7, 12, 13, 14, 15};
+  const tjx_if64 lo2 = {0, 1, 8, 9, 4, 5, 12, 13}, hi2 = {2, 3, 10, 11, 6, 7, 14, 15};
+  const tjx_if64 lo1 = {0, 8, 2, 10, 4, 12, 6, 14}, hi1 = {1, 9, 3, 11, 5, 13, 7, 15};
+  TJX_FFT_SWAP(v, 8, 4, lo4, hi4) TJX_FFT_SWAP(v, 8, 2, lo2, hi2) TJX_FFT_SWAP(v, 8, 1, lo1, hi1)
+}
+/* The masks that take two vectors of pairs apart (even entries: real parts, odd: imaginary) and put two vectors of
+   parts together into pairs (the low halves, the high halves); `swap` (the inverse) exchanges the parts. */
+static void tjx_fft_masks_f32(int swap, tjx_if32 *ev, tjx_if32 *od, tjx_if32 *lo, tjx_if32 *hi) {
+  for (int j = 0; j < 16; j++) {
+    (*ev)[j] = 2 * j + swap; (*od)[j] = 2 * j + 1 - swap;
+    (*lo)[j] = j / 2 + (j % 2 != swap) * 16; (*hi)[j] = 8 + j / 2 + (j % 2 != swap) * 16;
+  }
+}
+static void tjx_fft_masks_f64(int swap, tjx_if64 *ev, tjx_if64 *od, tjx_if64 *lo, tjx_if64 *hi) {
+  for (int j = 0; j < 8; j++) {
+    (*ev)[j] = 2 * j + swap; (*od)[j] = 2 * j + 1 - swap;
+    (*lo)[j] = j / 2 + (j % 2 != swap) * 8; (*hi)[j] = 4 + j / 2 + (j % 2 != swap) * 8;
+  }
+}
+/* A row of the scratch: a padding row after each eighth of the points (else the 8 rows a radix-8 butterfly reads
+   lie a multiple of 4 KiB apart, in one set of the L1 cache). */
+#define TJX_ROW(e, sh, pad) ((e) + ((e) >> (sh)) * (pad))
+/* Butterflies on vectors of lanes (of type tjx_v##N): X##k, point k of the source, at row i0 + k o; output r stored
+   by Y(N, r, re, im) at row e0 + r s: TJX_YP as it is, TJX_YW times its twiddle (wr[r], wi[r]). A row is a vector
+   of real parts at sr0 and one of imaginary parts at si0 (pk_in: a row of pairs at sr0), and the same for the
+   destination (pk_out). TJX_DFT4: the radix-4 DFT of u0..u3 as outputs R0..R3; TJX_BFLY8: radix 8, as radix 2 (with
+   the eighth roots of unity c8 (1 - i), -i, -c8 (1 + i)) and two radix-4 DFTs. */
+#define TJX_PUT(N, a, re, im) { const tjx_v##N pr_ = re, pi_ = im; \
+  if (pk_out) { TJX_ST(N, dr0 + (a), __builtin_shuffle(pr_, pi_, lo)); \
+                TJX_ST(N, dr0 + (a) + V, __builtin_shuffle(pr_, pi_, hi)); } \
+  else { TJX_ST(N, dr0 + (a), pr_); TJX_ST(N, di0 + (a), pi_); } }
+#define TJX_YP(N, r, re, im) TJX_PUT(N, TJX_ROW(e0 + (r) * s, shd, padd) * ds, re, im)
+#define TJX_YW(N, r, re, im) { const tjx_v##N tr_ = re, ti_ = im; \
+  TJX_PUT(N, TJX_ROW(e0 + (r) * s, shd, padd) * ds, wr[r] * tr_ - wi[r] * ti_, wr[r] * ti_ + wi[r] * tr_) }
+#define TJX_CPLX(N, X, k) const int64_t X##a = TJX_ROW(i0 + (k) * o, shs, pads) * ss; \
+  tjx_v##N X##r, X##i; \
+  if (pk_in) { const tjx_v##N u_ = TJX_LD(N, sr0 + X##a), v_ = TJX_LD(N, sr0 + X##a + V); \
+               X##r = __builtin_shuffle(u_, v_, ev); X##i = __builtin_shuffle(u_, v_, od); } \
+  else { X##r = TJX_LD(N, sr0 + X##a); X##i = TJX_LD(N, si0 + X##a); }
+#define TJX_DFT4(N, Y, Y0, u0, u1, u2, u3, R0, R1, R2, R3) { \
+  const tjx_v##N apcr = u0##r + u2##r, apci = u0##i + u2##i, amcr = u0##r - u2##r, amci = u0##i - u2##i; \
+  const tjx_v##N bpdr = u1##r + u3##r, bpdi = u1##i + u3##i, bmdr = u1##r - u3##r, bmdi = u1##i - u3##i; \
+  Y0(N, R0, apcr + bpdr, apci + bpdi) Y(N, R1, amcr + bmdi, amci - bmdr) \
+  Y(N, R2, apcr - bpdr, apci - bpdi) Y(N, R3, amcr - bmdi, amci + bmdr) }
+#define TJX_BFLY8(N, Y) { \
+  TJX_CPLX(N, x0, 0) TJX_CPLX(N, x1, 1) TJX_CPLX(N, x2, 2) TJX_CPLX(N, x3, 3) \
+  TJX_CPLX(N, x4, 4) TJX_CPLX(N, x5, 5) TJX_CPLX(N, x6, 6) TJX_CPLX(N, x7, 7) \
+  const tjx_v##N a0r = x0r + x4r, a0i = x0i + x4i, a1r = x1r + x5r, a1i = x1i + x5i; \
+  const tjx_v##N a2r = x2r + x6r, a2i = x2i + x6i, a3r = x3r + x7r, a3i = x3i + x7i; \
+  const tjx_v##N b0r = x0r - x4r, b0i = x0i - x4i, z1r = x1r - x5r, z1i = x1i - x5i; \
+  const tjx_v##N z2r = x2r - x6r, z2i = x2i - x6i, z3r = x3r - x7r, z3i = x3i - x7i; \
+  const tjx_v##N b1r = c8 * (z1r + z1i), b1i = c8 * (z1i - z1r), b2r = z2i, b2i = -z2r; \
+  const tjx_v##N b3r = c8 * (z3i - z3r), b3i = -(c8 * (z3r + z3i)); \
+  TJX_DFT4(N, Y, TJX_YP, a0, a1, a2, a3, 0, 2, 4, 6) TJX_DFT4(N, Y, Y, b0, b1, b2, b3, 1, 3, 5, 7) }
+#define TJX_BFLY4(N, Y) { \
+  TJX_CPLX(N, x0, 0) TJX_CPLX(N, x1, 1) TJX_CPLX(N, x2, 2) TJX_CPLX(N, x3, 3) \
+  TJX_DFT4(N, Y, TJX_YP, x0, x1, x2, x3, 0, 1, 2, 3) }
+/* a stage with its radix and its source's and destination's kinds as constants (each its own compiled loop; a
+   radix-4 or radix-2 stage is always the last) */
+#define TJX_FFT_CALL(N, r, a, b) tjx_fft_stage_##N(r, a, b, sr0, si0, ss, shs, pads, dr0, di0, ds, shd, padd, \
+                                                  twr, twi, n, len, s, ev, od, lo, hi);
+#define TJX_FFT_KINDS(N, r) { \
+  if (!pk_out) { if (pk_in) TJX_FFT_CALL(N, r, 1, 0) else TJX_FFT_CALL(N, r, 0, 0) } \
+  else { if (pk_in) TJX_FFT_CALL(N, r, 1, 1) else TJX_FFT_CALL(N, r, 0, 1) } }
+#define TJX_FFT(T, N) \
+/* One stage of radix R (8, 4 or 2) of a transform of `len` points (n in all) on s interleaved subsequences: source \
+   rows ss elements apart, destination rows ds apart. */ \
+static inline __attribute__((always_inline)) void tjx_fft_stage_##N(const int R, const int pk_in, const int pk_out, \
+    const T *sr0, const T *si0, int64_t ss, int shs, int64_t pads, T *dr0, T *di0, int64_t ds, int shd, int64_t padd, \
+    const T *twr, const T *twi, int64_t n, int64_t len, int64_t s, tjx_i##N ev, tjx_i##N od, tjx_i##N lo, \
+    tjx_i##N hi) { \
+  enum { V = sizeof(tjx_v##N) / sizeof(T) }; \
+  const int64_t m = len / R, step = n / len, o = s * m; \
+  const T c8 = twr[n >= 8 ? n / 8 : 0]; \
+  for (int64_t p = 0; p < m; p++) { \
+    T wr[8], wi[8]; \
+    for (int r = 0; r < R; r++) { wr[r] = twr[r * p * step]; wi[r] = twi[r * p * step]; } \
+    for (int64_t q = 0; q < s; q++) { \
+      const int64_t i0 = q + s * p, e0 = q + R * s * p; \
+      if (R == 2) { \
+        TJX_CPLX(N, x0, 0) TJX_CPLX(N, x1, 1) \
+        TJX_YP(N, 0, x0r + x1r, x0i + x1i) TJX_YP(N, 1, x0r - x1r, x0i - x1i) \
+      } else if (R == 4) { \
+        if (p == 0) TJX_BFLY4(N, TJX_YP) else TJX_BFLY4(N, TJX_YW) \
+      } else { \
+        if (p == 0) TJX_BFLY8(N, TJX_YP) else TJX_BFLY8(N, TJX_YW) \
+      } \
+    } \
+  } \
+} \
+static void tjx_fft_any_##N(int R, int pk_in, int pk_out, const T *sr0, const T *si0, int64_t ss, int shs, \
+    int64_t pads, T *dr0, T *di0, int64_t ds, int shd, int64_t padd, const T *twr, const T *twi, int64_t n, \
+    int64_t len, int64_t s, tjx_i##N ev, tjx_i##N od, tjx_i##N lo, tjx_i##N hi) { \
+  if (R == 8) TJX_FFT_KINDS(N, 8) \
+  else if (R == 4) { if (pk_in) TJX_FFT_CALL(N, 4, 1, 1) else if (pk_out) TJX_FFT_CALL(N, 4, 0, 1) \
+                    else TJX_FFT_CALL(N, 4, 0, 0) } \
+  else { if (pk_in) TJX_FFT_CALL(N, 2, 1, 1) else if (pk_out) TJX_FFT_CALL(N, 2, 0, 1) else TJX_FFT_CALL(N, 2, 0, 0) } \
+} \
+int tjx_fft_##N(const T *x, T *y, const T *tw, int64_t outer, int64_t n, int64_t inner, int64_t inv) { \
+  enum { V = sizeof(tjx_v##N) / sizeof(T) }; \
+  const int64_t count = outer * inner; \
+  const int64_t per = (inner + V - 1) / V, blocks = inner >= V ? outer * per : (count + V - 1) / V; \
+  int radix[64], stages = 0; \
+  for (int64_t len = n; len > 1; len /= radix[stages++]) { \
+    int bits = 0; \
+    while ((int64_t)1 << (bits + 1) <= len) bits++; \
+    radix[stages] = bits >= 3 ? 8 : bits == 2 ? 4 : 2; \
+  } \
+  const int sh = n >= 8 ? (int)__builtin_ctzll((unsigned long long)n) - 3 : 0; \
+  const int64_t pad = n >= 64, rows = n + 8 * pad + 1;   /* one more row between the planes */ \
+  const int threads = blocks > 1 && count * n > 4096 ? omp_get_max_threads() : 1; \
+  T *scratch = aligned_alloc(64, (size_t)threads * 4 * rows * V * sizeof(T)); \
+  if (scratch == NULL) return -1; \
+  const T *twr = tw, *twi = tw + n; \
+  tjx_i##N ev, od, lo, hi; \
+  tjx_fft_masks_##N((int)inv, &ev, &od, &lo, &hi); \
+  _Pragma("omp parallel num_threads(threads)") \
+  { \
+    T *mine = scratch + (int64_t)omp_get_thread_num() * 4 * rows * V; \
+    T *buf[2][2] = {{mine, mine + rows * V}, {mine + 2 * rows * V, mine + 3 * rows * V}}; \
+    _Pragma("omp for schedule(static)") \
+    for (int64_t g = 0; g < blocks; g++) { \
+      int64_t base[V], w; \
+      int kind;   /* 0: lanes are V adjacent columns, 1: V whole rows (tiles), 2: lane by lane */ \
+      if (inner >= V) { \
+        const int64_t o = g / per, i0 = (g % per) * V; \
+        w = inner - i0 < V ? inner - i0 : V; \
+        for (int l = 0; l < V; l++) base[l] = o * n * inner + i0 + l; \
+        kind = w == V ? 0 : 2; \
+      } else { \
+        const int64_t b0 = g * V; \
+        w = count - b0 < V ? count - b0 : V; \
+        for (int l = 0; l < V; l++) base[l] = ((b0 + l) / inner) * n * inner + (b0 + l) % inner; \
+        kind = inner == 1 && w == V && n % V == 0 ? 1 : 2; \
+      } \
+      T *ar = buf[1][0], *ai = buf[1][1]; \
+      if (kind == 1) { \
+        for (int64_t t0 = 0; t0 < n; t0 += V) { \
+          tjx_v##N vr[V], vi[V]; \
+          for (int l = 0; l < V; l++) { \
+            const T *src = x + 2 * (base[l] + t0); \
+            const tjx_v##N u0 = TJX_LD(N, src), u1 = TJX_LD(N, src + V); \
+            vr[l] = __builtin_shuffle(u0, u1, ev); vi[l] = __builtin_shuffle(u0, u1, od); \
+          } \
+          tjx_fft_transpose_##N(vr); tjx_fft_transpose_##N(vi); \
+          for (int l = 0; l < V; l++) { \
+            const int64_t a = TJX_ROW(t0 + l, sh, pad) * V; \
+            TJX_ST(N, ar + a, vr[l]); TJX_ST(N, ai + a, vi[l]); \
+          } \
+        } \
+      } else if (kind == 2) { \
+        for (int64_t t = 0; t < n; t++) { \
+          tjx_v##N vr = {0}, vi = {0}; \
+          for (int l = 0; l < w; l++) { \
+            vr[l] = x[2 * (base[l] + t * inner) + inv]; vi[l] = x[2 * (base[l] + t * inner) + 1 - inv]; \
+          } \
+          const int64_t a = TJX_ROW(t, sh, pad) * V; \
+          TJX_ST(N, ar + a, vr); TJX_ST(N, ai + a, vi); \
+        } \
+      } \
+      int64_t len = n, s = 1; \
+      for (int k = 0; k < stages; k++) { \
+        const int pk_in = kind == 0 && k == 0, pk_out = kind == 0 && k == stages - 1; \
+        const T *sr = pk_in ? x + 2 * base[0] : buf[(k + 1) % 2][0], *si = buf[(k + 1) % 2][1]; \
+        T *dr = pk_out ? y + 2 * base[0] : buf[k % 2][0], *di = buf[k % 2][1]; \
+        tjx_fft_any_##N(radix[k], pk_in, pk_out, sr, si, pk_in ? 2 * inner : V, sh, pk_in ? 0 : pad, dr, di, \
+                        pk_out ? 2 * inner : V, sh, pk_out ? 0 : pad, twr, twi, n, len, s, ev, od, lo, hi); \
+        len /= radix[k]; s *= radix[k]; \
+      } \
+      ar = buf[(stages + 1) % 2][0]; ai = buf[(stages + 1) % 2][1]; \
+      if (kind == 1) { \
+        for (int64_t t0 = 0; t0 < n; t0 += V) { \
+          tjx_v##N vr[V], vi[V]; \
+          for (int l = 0; l < V; l++) { \
+            const int64_t a = TJX_ROW(t0 + l, sh, pad) * V; \
+            vr[l] = TJX_LD(N, ar + a); vi[l] = TJX_LD(N, ai + a); \
+          } \
+          tjx_fft_transpose_##N(vr); tjx_fft_transpose_##N(vi); \
+          for (int l = 0; l < V; l++) { \
+            T *dst = y + 2 * (base[l] + t0); \
+            TJX_ST(N, dst, __builtin_shuffle(vr[l], vi[l], lo)); \
+            TJX_ST(N, dst + V, __builtin_shuffle(vr[l], vi[l], hi)); \
+          } \
+        } \
+      } else if (kind == 2) { \
+        for (int64_t t = 0; t < n; t++) { \
+          const int64_t a = TJX_ROW(t, sh, pad) * V; \
+          const tjx_v##N vr = TJX_LD(N, ar + a), vi = TJX_LD(N, ai + a); \
+          for (int l = 0; l < w; l++) { \
+            y[2 * (base[l] + t * inner) + inv] = vr[l]; y[2 * (base[l] + t * inner) + 1 - inv] = vi[l]; \
+          } \
+        } \
+      } \
+    } \
+  } \
+  free(scratch); \
+  return 0; \
+}
+TJX_FFT(float, f32)
+TJX_FFT(double, f64)
+/* The parts re and im of `count` complex values put together into pairs in out (a compiled program's complex
+   result: its kernels write the parts as two float arrays). */
+#define TJX_PAIRS(T, N) \
+void tjx_pairs_##N(const T *re, const T *im, T *out, int64_t count) { \
+  _Pragma("omp parallel for schedule(static) if(count > 65536)") \
+  for (int64_t i = 0; i < count; i++) { out[2 * i] = re[i]; out[2 * i + 1] = im[i]; } \
+}
+TJX_PAIRS(float, f32)
+TJX_PAIRS(double, f64)
+"""
+
 @lru_cache(None)
 def _linalg(name: str):
+  if 'fft' in name or 'pairs' in name:
+    fn = getattr(load_library(FFT), name)
+    fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_void_p] * 3 + [ctypes.c_int64] * (4 if 'fft' in name else 1)
+    return fn
   fn = getattr(load_library(LINALG), name)
   fn.restype, fn.argtypes = None, [ctypes.c_void_p] * 3 + [ctypes.c_int64] * (4 if 'trsm' in name else 3)
   return fn

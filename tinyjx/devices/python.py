@@ -11,7 +11,7 @@ compiled sub-programs in place of this interpreter. Collectives exchange values 
 running pmap through the runtime that the API layer registers as `tinyjx.array.collective_hook`.
 """
 from __future__ import annotations
-import ctypes, math
+import ctypes, functools, math
 import numpy as np
 from tinyjx import dtypes, array, tracing
 from tinyjx.uop import UOp, Ops, GroupOp, toposort
@@ -232,6 +232,72 @@ def lower_solve(n, l: np.ndarray, b: np.ndarray) -> np.ndarray:
       x[..., i, :] = v if n.arg else v / l[..., i, i, None]
   return x
 
+@functools.lru_cache(maxsize=64)
+def fft_twiddles(n: int, dt) -> np.ndarray:
+  """exp(-2 pi i k / n) for k < n as (2, n) planes of `dt` (real parts, imaginary parts): computed in float64 and
+  rounded once, parts that are zero exactly (quarter turns) made exactly zero. Read-only: shared by every call."""
+  w = np.exp(-2j * np.pi * np.arange(n) / n)
+  w.real[np.abs(w.real) < 1e-12], w.imag[np.abs(w.imag) < 1e-12] = 0, 0
+  planes = np.ascontiguousarray(np.stack([w.real, w.imag]).astype(dt))
+  planes.flags.writeable = False
+  return planes
+
+def fft_packed(n, x: np.ndarray) -> np.ndarray:
+  """The unnormalized DFT along axis n.arg[0] (counted from the end) of complex vectors of a power-of-two length: x
+  complex, or (a compiled program's FFT step) float (..., 2), the parts interleaved as complex values are in memory;
+  n.arg[1]: the inverse, which swaps the parts on the way in and out (z -> i conj z; DFT(i conj z) = i conj(IDFT
+  z)). The reference for the CPU's `tjx_fft`, the same operations in the same order: Stockham stages (decimation in
+  frequency, the output in order) of radix 8, and a last one of radix 4 or 2 when log2 n is not a multiple of 3;
+  the twiddles of p = 0 (ones) skipped."""
+  axis, inverse = n.arg
+  if x.dtype.kind == 'c':
+    parts = np.ascontiguousarray(x).view(x.real.dtype).reshape(x.shape + (2,))
+    return fft_packed(n, parts).view(x.dtype).reshape(x.shape)
+  shape = x.shape[:-1]
+  length, ax = shape[axis], len(shape) + axis
+  outer, inner = math.prod(shape[:ax]), math.prod(shape[ax + 1:])
+  tw = fft_twiddles(length, x.dtype)
+  re, im = x[..., 0].reshape(outer, length, inner), x[..., 1].reshape(outer, length, inner)
+  if inverse: re, im = im, re
+  size, s = length, 1
+  with np.errstate(all='ignore'):
+    while size > 1:
+      radix = 8 if size >= 8 else size
+      m, step = size // radix, length // size
+      split = [v.reshape(outer, radix, m, s, inner) for v in (re, im)]
+      outs = _fft_butterfly([(split[0][:, k], split[1][:, k]) for k in range(radix)],
+                            tw[0, length // 8] if length >= 8 else None)
+      yr, yi = np.empty((outer, m, radix, s, inner), x.dtype), np.empty((outer, m, radix, s, inner), x.dtype)
+      for r, (tr, ti) in enumerate(outs):
+        yr[:, :, r], yi[:, :, r] = tr, ti
+        if r == 0 or m == 1: continue
+        wr = tw[0, r * step * np.arange(1, m)].reshape(-1, 1, 1)
+        wi = tw[1, r * step * np.arange(1, m)].reshape(-1, 1, 1)
+        yr[:, 1:, r], yi[:, 1:, r] = wr * tr[:, 1:] - wi * ti[:, 1:], wr * ti[:, 1:] + wi * tr[:, 1:]
+      re, im = yr.reshape(outer, length, inner), yi.reshape(outer, length, inner)
+      size, s = m, s * radix
+  if inverse: re, im = im, re
+  return np.stack([re.reshape(shape), im.reshape(shape)], -1)
+
+def _dft4(u: list) -> list:
+  """The radix-4 DFT of four (re, im) pairs, as tjx_fft's TJX_DFT4."""
+  (u0r, u0i), (u1r, u1i), (u2r, u2i), (u3r, u3i) = u
+  apcr, apci, amcr, amci = u0r + u2r, u0i + u2i, u0r - u2r, u0i - u2i
+  bpdr, bpdi, bmdr, bmdi = u1r + u3r, u1i + u3i, u1r - u3r, u1i - u3i
+  return [(apcr + bpdr, apci + bpdi), (amcr + bmdi, amci - bmdr), (apcr - bpdr, apci - bpdi),
+          (amcr - bmdi, amci + bmdr)]
+
+def _fft_butterfly(x: list, c8) -> list:
+  """The DFT of 2, 4 or 8 (re, im) pairs, as tjx_fft's butterflies (radix 8: radix 2 with the eighth roots of unity
+  c8 (1 - i), -i, -c8 (1 + i), then two radix-4 DFTs)."""
+  if len(x) == 2: return [(x[0][0] + x[1][0], x[0][1] + x[1][1]), (x[0][0] - x[1][0], x[0][1] - x[1][1])]
+  if len(x) == 4: return _dft4(x)
+  a = [(x[k][0] + x[k + 4][0], x[k][1] + x[k + 4][1]) for k in range(4)]
+  (b0r, b0i), (z1r, z1i), (z2r, z2i), (z3r, z3i) = [(x[k][0] - x[k + 4][0], x[k][1] - x[k + 4][1]) for k in range(4)]
+  b = [(b0r, b0i), (c8 * (z1r + z1i), c8 * (z1i - z1r)), (z2i, -z2r), (c8 * (z3i - z3r), -(c8 * (z3r + z3i)))]
+  even, odd = _dft4(a), _dft4(b)
+  return [even[0], odd[0], even[1], odd[1], even[2], odd[2], even[3], odd[3]]
+
 def _iota(n):
   shape, axis = n.arg
   r = np.arange(shape[axis]).astype(n.dtype.np)
@@ -305,7 +371,7 @@ python_rules: dict = {
   Ops.SHRINK: lambda n, x: x[tuple(slice(a, b) for a, b in n.arg)], Ops.FLIP: lambda n, x: np.flip(x, n.arg),
   Ops.DOT_GENERAL: lambda n, a, b: dot_general_value(a, b, n.arg, n.dtype),
   Ops.GATHER: _gather, Ops.SCATTER: _scatter, Ops.ARGSORT: _argsort, Ops.LU: lu_factor,
-  Ops.TRIANGULAR_SOLVE: lower_solve,
+  Ops.TRIANGULAR_SOLVE: lower_solve, Ops.FFT: fft_packed,
   Ops.GETITEM: lambda n, tup: tup[n.arg],
   Ops.STOP_GRADIENT: lambda n, x: x,   # an identity on values
   Ops.DEBUG_CALLBACK: lambda n, *vals: (n.arg(list(vals)), np.bool_(False))[1],   # the record calls the host

@@ -143,6 +143,8 @@ COMPLEX_RULES = {
   # the linear collectives exchange each part alone (pmax and pmin have no meaning on complex values)
   **{op: pairwise(op) for op in (Ops.PSUM, Ops.ALL_GATHER, Ops.PPERMUTE, Ops.ALL_TO_ALL, Ops.PSUM_SCATTER)},
   Ops.GETITEM: lambda n, node: as_parts(n, UOp(Ops.GETITEM, dtypes.real_dtype(n.dtype), (node,), n.arg)),
+  # an FFT step reads and writes the parts interleaved, as complex values lie in memory
+  Ops.FFT: lambda n, z: as_parts(n, UOp(Ops.FFT, dtypes.real_dtype(n.dtype), (packed(z),), n.arg)),
 }
 
 def cast_from_complex(n, z) -> UOp:
@@ -186,9 +188,20 @@ def as_parts(p: UOp, packed: UOp) -> tuple:
   whole = [(0, s) for s in p.shape]
   return tuple(packed.shrink(whole + [(k, k + 1)]).reshape(p.shape) for k in (0, 1))
 
+def packed_source(z: tuple) -> UOp | None:
+  """The float array of shape S + (2,) whose views (`as_parts`) the parts (re, im) are, if they are."""
+  re, im = z
+  if re.op is not Ops.RESHAPE or im.op is not Ops.RESHAPE: return None
+  (a,), (b,) = re.src, im.src
+  if a.op is not Ops.SHRINK or b.op is not Ops.SHRINK or a.src[0] is not b.src[0]: return None
+  whole = [(0, s) for s in re.shape]
+  return a.src[0] if a.arg == tuple(whole + [(0, 1)]) and b.arg == tuple(whole + [(1, 2)]) else None
+
 def packed(z: tuple) -> UOp:
-  """(re, im) of shape S laid out as one float array of shape S + (2,), parts interleaved as in memory (picked
-  by a select, not summed with zero padding: -0.0 + 0.0 would lose the sign of a zero part)."""
+  """(re, im) of shape S laid out as one float array of shape S + (2,), parts interleaved as in memory: the array
+  they are views of where they are (a complex input, an FFT's result), else made by a select (not summed with zero
+  padding: -0.0 + 0.0 would lose the sign of a zero part)."""
+  if (whole := packed_source(z)) is not None: return whole
   re, im = (part.reshape(part.shape + (1,)) for part in z)
   shape = re.shape[:-1] + (2,)
   first = UOp(Ops.CMPEQ, dtypes.bool_, (UOp(Ops.IOTA, dtypes.int32, (), (shape, len(shape) - 1)),
@@ -275,8 +288,14 @@ def split(params: list, roots: list, device: str = "a compiled device") -> tuple
       new[n] = rule(n, *srcs)
     else:
       new[n] = n if srcs == n.src else n.replace(src=srcs)
-  outs = [o for r in roots for o in (parts[r] if r in parts else (new.get(r, r),))]   # a complex root: re, im
+  outs = [o for r in roots for o in (root_parts(parts[r]) if r in parts else (new.get(r, r),))]
   return [new.get(p, p) for p in params], outs
+
+def root_parts(z: tuple) -> tuple:
+  """The outputs that carry a complex root: its parts re and im, or the one array of interleaved parts an FFT step
+  wrote (`SplitExecutable` views it as the complex result: no copy, no interleaving on the host)."""
+  whole = packed_source(z)
+  return (whole,) if whole is not None and whole.op is Ops.FFT else z
 
 class SplitExecutable:
   """The executable of a split program, bound and read as the complex program: complex input Buffers are handed
@@ -284,6 +303,7 @@ class SplitExecutable:
   Everything else is the inner executable's (`kernels`, `source`, printing)."""
   def __init__(self, exe, params: list, outs: list):
     self.exe, self.in_dtypes, self.out_dtypes = exe, [p.dtype for p in params], [o.dtype for o in outs]
+    self.out_shapes = [tuple(o.shape) for o in outs]
 
   def run(self, inputs: list) -> list: return self._packed(self.exe.run(self._parts(inputs)))
 
@@ -308,9 +328,12 @@ class SplitExecutable:
   def _packed(self, outs: list) -> list:
     """The complex program's outputs from the inner one's: the two part Buffers of a complex result as one."""
     dev, outs, results = self.exe.device, iter(outs), []
-    for dt in self.out_dtypes:
+    pairs = getattr(dev, 'pairs', complex_array)     # the CPU device's in C, on its cores
+    for dt, shape in zip(self.out_dtypes, self.out_shapes):
       b = next(outs)
-      if dtypes.is_complex(dt): b = dev.from_numpy(complex_array(b.numpy(), next(outs).numpy(), dt), dt)
+      if dtypes.is_complex(dt):
+        if tuple(b.shape) == shape + (2,): b = dev.from_numpy(b.numpy().view(dt.np).reshape(shape), dt)   # packed
+        else: b = dev.from_numpy(pairs(b.numpy(), next(outs).numpy(), dt), dt)
       results.append(b)
     return results
 

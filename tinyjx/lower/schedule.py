@@ -37,7 +37,7 @@ from tinyjx.uop import UOp, Ops, GroupOp, toposort
 
 INPUT_OPS = {Ops.BUFFER, Ops.PARAM}
 OWN_KERNEL = {Ops.SCATTER, Ops.ARGSORT, Ops.CUMULATIVE}
-STEP_OPS = GroupOp.MultiOutput | GroupOp.Collective | {Ops.DEBUG_CALLBACK, Ops.TRIANGULAR_SOLVE}   # a host call
+STEP_OPS = GroupOp.MultiOutput | GroupOp.Collective | {Ops.DEBUG_CALLBACK, Ops.TRIANGULAR_SOLVE, Ops.FFT}   # host calls
 
 @dataclass(eq=False)
 class KernelItem:

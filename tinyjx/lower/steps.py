@@ -326,9 +326,16 @@ class LowerSolveStep(NativeStep):
   def call(self, args: list, dests: list) -> None:
     if dests[0] is not None: self.native(args[0], args[1], dests[0], self.node.arg)
 
+class FftStep(NativeStep):
+  """The FFT node (jnp.fft's transforms of power-of-two lengths along one axis), on interleaved parts."""
+  NATIVE = 'fft'
+  def call(self, args: list, dests: list) -> None:
+    if dests[0] is not None: self.native(args[0], dests[0], *self.node.arg)
+
 step_rules.update({op: LoopStep for op in LOOPS})
 step_rules.update({op: CollectiveStep for op in GroupOp.Collective})
 step_rules[Ops.LU] = LuStep
 step_rules[Ops.TRIANGULAR_SOLVE] = LowerSolveStep
+step_rules[Ops.FFT] = FftStep
 
-__all__ = ['LoopStep', 'CollectiveStep', 'NativeStep', 'LuStep', 'LowerSolveStep']
+__all__ = ['LoopStep', 'CollectiveStep', 'NativeStep', 'LuStep', 'LowerSolveStep', 'FftStep']
