@@ -1,6 +1,6 @@
 """sweep: the breadth check beside bench.py. About fifty common jitted programs (reductions, scans, indexing,
 scatters, attention and its gradient, layer norms, convolutions, a transformer block and its gradient, softplus,
-random numbers, batch norm, pooling, loops, linear solves, searchsorted, top_k), each timed
+random numbers, batch norm, pooling, loops, linear solves, searchsorted, top_k, FFTs), each timed
 in tinyjx and in JAX, each library in a process of its own. bench.py races the issue's workloads; this catches the
 programs no row covers, where a fusion or a schedule decision can cost 10-50x (attention's softmax fused into its
 second matmul ran 85 ms against JAX's 1.7).
@@ -110,6 +110,11 @@ def programs(jax, jnp, lax, nn, logsumexp) -> dict:
     'linalg.inv 256': (jnp.linalg.inv, spd),
     'searchsorted 1M in 4096': (jnp.searchsorted, sorted_row, x1m),
     'top_k 64 of 4096x1024': (lambda b: lax.top_k(b, 64)[0], b),
+    'fft 16384 points': (jnp.fft.fft, (x1[:16384] + 1j * x1[16384:32768]).astype(jnp.complex64)),
+    'ifft2 64x256x256': (jnp.fft.ifft2, (bm + 1j * bm).astype(jnp.complex64)),
+    'rfft2 1024x1024': (jnp.fft.rfft2, a[:1024, :1024]),
+    'irfft rows 1024x513': (jnp.fft.irfft, jnp.fft.rfft(b[:1024])),
+    'fft 1000 points of 4096x1000': (jnp.fft.fft, b[:, :1000].astype(jnp.complex64)),
   }
 
 def worker(lib: str, only: str) -> None:
