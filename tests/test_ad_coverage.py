@@ -53,7 +53,7 @@ SAMPLES = {   # name: (function, args), together using every op that has rules
   'triangular_solve': (lambda l, b: lax.linalg.lower_solve_node(l, b, False) + lax.linalg.lower_solve_node(l, b, True),
                        (np.tril(a(4, 4, lo=0.1)) + 3 * np.eye(4, dtype=np.float32), a(4, 2, seed=1))),
   'fft': (lambda x: jnp.real(fft_module.fft_node(x.astype(jnp.complex64), -1, False)
-                             * fft_module.fft_node(x.astype(jnp.complex64), -2, True)), (a(4, 8),)),
+                             * fft_module.fft_node(x.astype(jnp.complex64), -2, True, 0.25)), (a(4, 8),)),
   'unary': (lambda x: sum(raw(op, x) for op in ad.UNARY_DERIVATIVES), (a(3, lo=0.2, hi=0.8),)),
   'binary': (lambda x, y: sum(raw(op, x, y) for op in ad.BINARY_DERIVATIVES), (a(3, lo=0.5), a(3, lo=0.5, seed=1))),
   'nondiff': (lambda x: sum(raw(op, x) for op in (Ops.SIGN, Ops.FLOOR, Ops.CEIL, Ops.ROUND, Ops.TRUNC)) * x

@@ -214,7 +214,8 @@ def params_text(u: UOp) -> str:
            Ops.SHRINK: 'bounds', Ops.FLIP: 'dimensions', Ops.DOT_GENERAL: 'dimension_numbers', Ops.SCATTER: 'mode',
            Ops.GETITEM: 'index', Ops.TRIANGULAR_SOLVE: 'unit_diagonal'}
   if u.op in names: return f"[{names[u.op]}={u.arg}]"
-  if u.op is Ops.FFT: return f"[axis={u.arg[0]} inverse={u.arg[1]}]"
+  if u.op is Ops.FFT:
+    return f"[axis={u.arg[0]} inverse={u.arg[1]}" + (f" scale={u.arg[2]:g}]" if u.arg[2] != 1 else "]")
   if u.op is Ops.IOTA: return f"[shape={u.arg[0]} dimension={u.arg[1]}]"
   if u.op is Ops.ARGSORT: return f"[dimension={u.arg[0]} descending={u.arg[1]}]"
   if hasattr(u.arg, 'pretty_params'): return u.arg.pretty_params()

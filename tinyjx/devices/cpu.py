@@ -464,22 +464,27 @@ class CPUDevice(Backend):
     fn(address(np.ascontiguousarray(l)), address(np.ascontiguousarray(b)), address(x), math.prod(b.shape[:-2]), n, k,
        int(unit))
 
-  def fft(self, x: np.ndarray, y: np.ndarray, axis: int, inverse: bool) -> None:
-    """Not part of the contract: the unnormalized DFT along `axis` (counted from the end; inverse: exp(+2 pi i ..))
-    of complex vectors of a power-of-two length stored as their interleaved parts: float32 or float64 `x` (..., 2),
-    into the C-contiguous `y` of its shape, in C (`FFT`)."""
+  def fft(self, x: np.ndarray, y: np.ndarray, axis: int, inverse: bool, scale: float = 1.0) -> None:
+    """Not part of the contract: the DFT along `axis` (counted from the end; inverse: exp(+2 pi i ..)), times
+    `scale`, of complex vectors of a power-of-two length stored as their interleaved parts: float32 or float64 `x`
+    (..., 2), into the C-contiguous `y` of its shape, in C (`FFT`)."""
     shape = x.shape[:-1]
     n, ax = shape[axis], len(shape) + axis
     outer, inner = math.prod(shape[:ax]), math.prod(shape[ax + 1:])
     self._threads(FFT)
     fn = _linalg('tjx_fft_f32' if x.dtype == np.float32 else 'tjx_fft_f64')
     if fn(address(np.ascontiguousarray(x)), address(y), address(fft_twiddles(n, x.dtype)), outer, n, inner,
-          int(inverse)) != 0:
+          int(inverse), float(scale)) != 0:
       raise MemoryError(f"fft: no memory for the scratch of a {n}-point transform ({x.dtype}, shape {shape})")
 
   def pairs(self, re: np.ndarray, im: np.ndarray, dt) -> np.ndarray:
     """Not part of the contract: the complex `dt` array of float parts `re` and `im` of one shape, put together in
-    C on the cores (numpy's strided copy `out.real = re` is one thread, at about a third of memory's speed)."""
+    C on the cores (numpy's strided copy `out.real = re` is one thread, at about a third of memory's speed; below
+    PAIRS_C values numpy's is the quicker call)."""
+    if re.size < PAIRS_C:
+      out = np.empty(re.shape, dt.np)
+      out.real, out.imag = re, im
+      return out
     out = host_empty(re.shape, dt.np)[0]
     if re.size:
       self._threads(FFT)
@@ -887,6 +892,8 @@ TJX_TRSM(float, f32)
 TJX_TRSM(double, f64)
 """
 
+PAIRS_C = 1 << 15   # complex values from which `pairs` puts parts together in C
+
 # --- jnp.fft's transforms of power-of-two lengths: the FFT node (a runtime step, tinyjx.lower.steps.FftStep) ---
 FFT = NATIVE_HEAD + r"""
 /* The DFT of `outer * inner` complex vectors of n points (n a power of two, at least 2), the parts of point t of
@@ -901,8 +908,8 @@ FFT = NATIVE_HEAD + r"""
    whole rows (inner = 1) go in and out of the scratch a lanes x lanes tile at a time, transposed in registers;
    anything else lane by lane. The twiddles of p = 0 are ones, and those products are skipped. The inverse (inv:
    exp(+2 pi i ...)) swaps the parts on the way in and on the way out (that is z -> i conj z, and DFT(i conj z) = i
-   conj(IDFT z)): the shuffles' masks swap them. Threads take blocks of lanes; returns -1 when the scratch cannot be
-   had. */
+   conj(IDFT z)): the shuffles' masks swap them. The results are multiplied by `scale` (rounded to T) as they are
+   written (a norm: 1 / n). Threads take blocks of lanes; returns -1 when the scratch cannot be had. */
 typedef float tjx_vf32 __attribute__((vector_size(64)));
 typedef float tjx_uf32 __attribute__((vector_size(64), aligned(4)));
 typedef int32_t tjx_if32 __attribute__((vector_size(64)));
@@ -957,7 +964,8 @@ static void tjx_fft_masks_f64(int swap, tjx_if64 *ev, tjx_if64 *od, tjx_if64 *lo
    of real parts at sr0 and one of imaginary parts at si0 (pk_in: a row of pairs at sr0), and the same for the
    destination (pk_out). TJX_DFT4: the radix-4 DFT of u0..u3 as outputs R0..R3; TJX_BFLY8: radix 8, as radix 2 (with
    the eighth roots of unity c8 (1 - i), -i, -c8 (1 + i)) and two radix-4 DFTs. */
-#define TJX_PUT(N, a, re, im) { const tjx_v##N pr_ = re, pi_ = im; \
+#define TJX_PUT(N, a, re, im) { \
+  const tjx_v##N pr_ = pk_out ? (re) * scale : (re), pi_ = pk_out ? (im) * scale : (im); \
   if (pk_out) { TJX_ST(N, dr0 + (a), __builtin_shuffle(pr_, pi_, lo)); \
                 TJX_ST(N, dr0 + (a) + V, __builtin_shuffle(pr_, pi_, hi)); } \
   else { TJX_ST(N, dr0 + (a), pr_); TJX_ST(N, di0 + (a), pi_); } }
@@ -990,7 +998,7 @@ static void tjx_fft_masks_f64(int swap, tjx_if64 *ev, tjx_if64 *od, tjx_if64 *lo
 /* a stage with its radix and its source's and destination's kinds as constants (each its own compiled loop; a
    radix-4 or radix-2 stage is always the last) */
 #define TJX_FFT_CALL(N, r, a, b) tjx_fft_stage_##N(r, a, b, sr0, si0, ss, shs, pads, dr0, di0, ds, shd, padd, \
-                                                  twr, twi, n, len, s, ev, od, lo, hi);
+                                                  twr, twi, n, len, s, ev, od, lo, hi, scale);
 #define TJX_FFT_KINDS(N, r) { \
   if (!pk_out) { if (pk_in) TJX_FFT_CALL(N, r, 1, 0) else TJX_FFT_CALL(N, r, 0, 0) } \
   else { if (pk_in) TJX_FFT_CALL(N, r, 1, 1) else TJX_FFT_CALL(N, r, 0, 1) } }
@@ -1000,7 +1008,7 @@ static void tjx_fft_masks_f64(int swap, tjx_if64 *ev, tjx_if64 *od, tjx_if64 *lo
 static inline __attribute__((always_inline)) void tjx_fft_stage_##N(const int R, const int pk_in, const int pk_out, \
     const T *sr0, const T *si0, int64_t ss, int shs, int64_t pads, T *dr0, T *di0, int64_t ds, int shd, int64_t padd, \
     const T *twr, const T *twi, int64_t n, int64_t len, int64_t s, tjx_i##N ev, tjx_i##N od, tjx_i##N lo, \
-    tjx_i##N hi) { \
+    tjx_i##N hi, T scale) { \
   enum { V = sizeof(tjx_v##N) / sizeof(T) }; \
   const int64_t m = len / R, step = n / len, o = s * m; \
   const T c8 = twr[n >= 8 ? n / 8 : 0]; \
@@ -1022,13 +1030,14 @@ static inline __attribute__((always_inline)) void tjx_fft_stage_##N(const int R,
 } \
 static void tjx_fft_any_##N(int R, int pk_in, int pk_out, const T *sr0, const T *si0, int64_t ss, int shs, \
     int64_t pads, T *dr0, T *di0, int64_t ds, int shd, int64_t padd, const T *twr, const T *twi, int64_t n, \
-    int64_t len, int64_t s, tjx_i##N ev, tjx_i##N od, tjx_i##N lo, tjx_i##N hi) { \
+    int64_t len, int64_t s, tjx_i##N ev, tjx_i##N od, tjx_i##N lo, tjx_i##N hi, T scale) { \
   if (R == 8) TJX_FFT_KINDS(N, 8) \
   else if (R == 4) { if (pk_in) TJX_FFT_CALL(N, 4, 1, 1) else if (pk_out) TJX_FFT_CALL(N, 4, 0, 1) \
                     else TJX_FFT_CALL(N, 4, 0, 0) } \
   else { if (pk_in) TJX_FFT_CALL(N, 2, 1, 1) else if (pk_out) TJX_FFT_CALL(N, 2, 0, 1) else TJX_FFT_CALL(N, 2, 0, 0) } \
 } \
-int tjx_fft_##N(const T *x, T *y, const T *tw, int64_t outer, int64_t n, int64_t inner, int64_t inv) { \
+int tjx_fft_##N(const T *x, T *y, const T *tw, int64_t outer, int64_t n, int64_t inner, int64_t inv, double scale_) { \
+  const T scale = (T)scale_; \
   enum { V = sizeof(tjx_v##N) / sizeof(T) }; \
   const int64_t count = outer * inner; \
   const int64_t per = (inner + V - 1) / V, blocks = inner >= V ? outer * per : (count + V - 1) / V; \
@@ -1096,7 +1105,7 @@ int tjx_fft_##N(const T *x, T *y, const T *tw, int64_t outer, int64_t n, int64_t
         const T *sr = pk_in ? x + 2 * base[0] : buf[(k + 1) % 2][0], *si = buf[(k + 1) % 2][1]; \
         T *dr = pk_out ? y + 2 * base[0] : buf[k % 2][0], *di = buf[k % 2][1]; \
         tjx_fft_any_##N(radix[k], pk_in, pk_out, sr, si, pk_in ? 2 * inner : V, sh, pk_in ? 0 : pad, dr, di, \
-                        pk_out ? 2 * inner : V, sh, pk_out ? 0 : pad, twr, twi, n, len, s, ev, od, lo, hi); \
+                        pk_out ? 2 * inner : V, sh, pk_out ? 0 : pad, twr, twi, n, len, s, ev, od, lo, hi, scale); \
         len /= radix[k]; s *= radix[k]; \
       } \
       ar = buf[(stages + 1) % 2][0]; ai = buf[(stages + 1) % 2][1]; \
@@ -1105,7 +1114,7 @@ int tjx_fft_##N(const T *x, T *y, const T *tw, int64_t outer, int64_t n, int64_t
           tjx_v##N vr[V], vi[V]; \
           for (int l = 0; l < V; l++) { \
             const int64_t a = TJX_ROW(t0 + l, sh, pad) * V; \
-            vr[l] = TJX_LD(N, ar + a); vi[l] = TJX_LD(N, ai + a); \
+            vr[l] = TJX_LD(N, ar + a) * scale; vi[l] = TJX_LD(N, ai + a) * scale; \
           } \
           tjx_fft_transpose_##N(vr); tjx_fft_transpose_##N(vi); \
           for (int l = 0; l < V; l++) { \
@@ -1117,7 +1126,7 @@ int tjx_fft_##N(const T *x, T *y, const T *tw, int64_t outer, int64_t n, int64_t
       } else if (kind == 2) { \
         for (int64_t t = 0; t < n; t++) { \
           const int64_t a = TJX_ROW(t, sh, pad) * V; \
-          const tjx_v##N vr = TJX_LD(N, ar + a), vi = TJX_LD(N, ai + a); \
+          const tjx_v##N vr = TJX_LD(N, ar + a) * scale, vi = TJX_LD(N, ai + a) * scale; \
           for (int l = 0; l < w; l++) { \
             y[2 * (base[l] + t * inner) + inv] = vr[l]; y[2 * (base[l] + t * inner) + 1 - inv] = vi[l]; \
           } \
@@ -1145,7 +1154,8 @@ TJX_PAIRS(double, f64)
 def _linalg(name: str):
   if 'fft' in name or 'pairs' in name:
     fn = getattr(load_library(FFT), name)
-    fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_void_p] * 3 + [ctypes.c_int64] * (4 if 'fft' in name else 1)
+    fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_void_p] * 3 + ([ctypes.c_int64] * 4 + [ctypes.c_double]
+                                                                   if 'fft' in name else [ctypes.c_int64])
     return fn
   fn = getattr(load_library(LINALG), name)
   fn.restype, fn.argtypes = None, [ctypes.c_void_p] * 3 + [ctypes.c_int64] * (4 if 'trsm' in name else 3)

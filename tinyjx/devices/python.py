@@ -246,10 +246,10 @@ def fft_packed(n, x: np.ndarray) -> np.ndarray:
   """The unnormalized DFT along axis n.arg[0] (counted from the end) of complex vectors of a power-of-two length: x
   complex, or (a compiled program's FFT step) float (..., 2), the parts interleaved as complex values are in memory;
   n.arg[1]: the inverse, which swaps the parts on the way in and out (z -> i conj z; DFT(i conj z) = i conj(IDFT
-  z)). The reference for the CPU's `tjx_fft`, the same operations in the same order: Stockham stages (decimation in
-  frequency, the output in order) of radix 8, and a last one of radix 4 or 2 when log2 n is not a multiple of 3;
-  the twiddles of p = 0 (ones) skipped."""
-  axis, inverse = n.arg
+  z)); n.arg[2]: a factor on the results (a norm). The reference for the CPU's `tjx_fft`, the same operations in the
+  same order: Stockham stages (decimation in frequency, the output in order) of radix 8, and a last one of radix 4
+  or 2 when log2 n is not a multiple of 3; the twiddles of p = 0 (ones) skipped."""
+  axis, inverse, scale = n.arg
   if x.dtype.kind == 'c':
     parts = np.ascontiguousarray(x).view(x.real.dtype).reshape(x.shape + (2,))
     return fft_packed(n, parts).view(x.dtype).reshape(x.shape)
@@ -277,6 +277,7 @@ def fft_packed(n, x: np.ndarray) -> np.ndarray:
       re, im = yr.reshape(outer, length, inner), yi.reshape(outer, length, inner)
       size, s = m, s * radix
   if inverse: re, im = im, re
+  if scale != 1: re, im = re * x.dtype.type(scale), im * x.dtype.type(scale)
   return np.stack([re.reshape(shape), im.reshape(shape)], -1)
 
 def _dft4(u: list) -> list:

@@ -74,27 +74,27 @@ def _native(n: int, dt) -> bool:
   """Whether a transform of length n of values of `dt` (complex, or a real first stage) goes to FFT nodes."""
   return n >= 2 and n & (n - 1) == 0 and dtypes.real_dtype(dt) in (dtypes.float32, dtypes.float64)
 
-def _pow2(x: Array, axis: int, inverse: bool) -> Array:
-  """The unnormalized DFT of complex `x` along `axis` (negative), of a power-of-two length n: one FFT node, or the
+def _pow2(x: Array, axis: int, inverse: bool, scale: float = 1.0) -> Array:
+  """The DFT of complex `x` along `axis` (negative) times `scale`, of a power-of-two length n: one FFT node, or the
   four-step split n = n1 n2 (x[n2 j1 + j2] -> nodes over j1, twiddles exp(-+2 pi i j2 k1 / n), nodes over j2 ->
   X[k1 + n1 k2], one transpose) where n > FOUR_STEP (a node's scratch, 256 n bytes a thread, would leave the L2
   cache) or where fewer than LANES vectors of n >= 256 points would leave most of a node's lanes empty."""
   n, ax = x.shape[axis], x.ndim + axis
-  if n <= FOUR_STEP and (n < 256 or x.size // n >= LANES): return fft_node(x, axis, inverse)
+  if n <= FOUR_STEP and (n < 256 or x.size // n >= LANES): return fft_node(x, axis, inverse, scale)
   n1 = 1 << (n.bit_length() - 1) // 2
   n2 = n // n1
   y = _pow2(x.reshape(x.shape[:ax] + (n1, n2) + x.shape[ax + 1:]), axis - 1, inverse)      # [..., k1, j2, ...]
   twiddles = _roots(n, n2, 1 if inverse else -1, rows=n1).reshape((n1, n2) + (1,) * (-axis - 1))
-  y = _pow2(y * _const(twiddles, y.dtype), axis, inverse)                                 # [..., k1, k2, ...]
+  y = _pow2(y * _const(twiddles, y.dtype), axis, inverse, scale)                          # [..., k1, k2, ...]
   return jnp.swapaxes(y, ax, ax + 1).reshape(x.shape)                                     # k = k1 + n1 k2
 
-def fft_node(x: Array, axis: int, inverse: bool) -> Array:
-  """The unnormalized DFT (exp(-2 pi i ...), or exp(+2 pi i ...) when `inverse`) of complex64 or complex128 `x` along
-  `axis` (negative: counted from the end), of a power-of-two length: one FFT node (JAX's fft primitive), a runtime
-  step the CPU runs in C (`tjx_fft`: Stockham stages of radix 8 on vectors of 16 or 8 transforms at once, reading
-  and writing the parts interleaved as they lie in memory) and other devices through the PYTHON device's
-  `fft_packed`, in the same order."""
-  return Array(UOp(Ops.FFT, x.dtype, (x.uop,), (axis, bool(inverse))))
+def fft_node(x: Array, axis: int, inverse: bool, scale: float = 1.0) -> Array:
+  """The DFT (exp(-2 pi i ...), or exp(+2 pi i ...) when `inverse`) of complex64 or complex128 `x` along `axis`
+  (negative: counted from the end), of a power-of-two length, times `scale` (a norm, applied as the results are
+  written: no pass of its own): one FFT node (JAX's fft primitive), a runtime step the CPU runs in C (`tjx_fft`:
+  Stockham stages of radix 8 on vectors of 16 or 8 transforms at once, reading and writing the parts interleaved as
+  they lie in memory) and other devices through the PYTHON device's `fft_packed`, in the same order."""
+  return Array(UOp(Ops.FFT, x.dtype, (x.uop,), (axis, bool(inverse), float(scale))))
 
 def fft_jvp(node, ts):
   """The transform is linear: the tangent's transform."""
@@ -156,7 +156,7 @@ def _transform(x: Array, sign: int) -> Array:
   inverse); the result is complex."""
   n = x.shape[-1]
   if n <= 1: return x if dtypes.is_complex(x.dtype) else x.astype(dtypes.complex_dtype(x.dtype))
-  if _native(n, x.dtype): return _pow2(_as_complex(x), -1, sign > 0)
+  if n > DIRECT and _native(n, x.dtype): return _pow2(_as_complex(x), -1, sign > 0)   # (in a recursion: a matmul)
   if n <= DIRECT: return _dft_matmul(x, sign)
   p = _smallest_factor(n)
   if p == n: return _dft_matmul(x, sign) if n <= DIRECT_PRIME else _bluestein(x, sign)
@@ -224,7 +224,7 @@ def _transform_axes(x: Array, axes, sizes, norm, inverse: bool, name: str) -> Ar
     if size == 0: raise ValueError(f"jnp.fft.{name}: invalid number of FFT data points (0); the axis is empty")
     scale = _scale(norm, size, inverse)
     if _native(size, x.dtype):
-      x = _scaled(_pow2(_as_complex(_fit(x, size, ax)), ax - x.ndim, inverse), scale)
+      x = _pow2(_as_complex(_fit(x, size, ax)), ax - x.ndim, inverse, scale)
     else:
       x = _along(x, ax, name, lambda v: _scaled(_transform(_fit(v, size), 1 if inverse else -1), scale))
   return x
