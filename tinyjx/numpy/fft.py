@@ -156,7 +156,8 @@ def _transform(x: Array, sign: int) -> Array:
   inverse); the result is complex."""
   n = x.shape[-1]
   if n <= 1: return x if dtypes.is_complex(x.dtype) else x.astype(dtypes.complex_dtype(x.dtype))
-  if n > DIRECT and _native(n, x.dtype): return _pow2(_as_complex(x), -1, sign > 0)   # (in a recursion: a matmul)
+  if n > DIRECT and _native(n, x.dtype): return _pow2(_as_complex(x), -1, sign > 0)   # (a smaller one: a matmul,
+  # which fuses with the recursion's other stages where a node would be a step of its own between kernels)
   if n <= DIRECT: return _dft_matmul(x, sign)
   p = _smallest_factor(n)
   if p == n: return _dft_matmul(x, sign) if n <= DIRECT_PRIME else _bluestein(x, sign)
