@@ -952,20 +952,6 @@ static inline __attribute__((always_inline)) void tjx_fft_transpose_f64(tjx_vf64
   const tjx_if64 lo1 = {0, 8, 2, 10, 4, 12, 6, 14}, hi1 = {1, 9, 3, 11, 5, 13, 7, 15};
   TJX_FFT_SWAP(v, 8, 4, lo4, hi4) TJX_FFT_SWAP(v, 8, 2, lo2, hi2) TJX_FFT_SWAP(v, 8, 1, lo1, hi1)
 }
-/* The masks that take two vectors of pairs apart (even entries: real parts, odd: imaginary) and put two vectors of
-   parts together into pairs (the low halves, the high halves); `swap` (the inverse) exchanges the parts. */
-static void tjx_fft_masks_f32(int swap, tjx_if32 *ev, tjx_if32 *od, tjx_if32 *lo, tjx_if32 *hi) {
-  for (int j = 0; j < 16; j++) {
-    (*ev)[j] = 2 * j + swap; (*od)[j] = 2 * j + 1 - swap;
-    (*lo)[j] = j / 2 + (j % 2 != swap) * 16; (*hi)[j] = 8 + j / 2 + (j % 2 != swap) * 16;
-  }
-}
-static void tjx_fft_masks_f64(int swap, tjx_if64 *ev, tjx_if64 *od, tjx_if64 *lo, tjx_if64 *hi) {
-  for (int j = 0; j < 8; j++) {
-    (*ev)[j] = 2 * j + swap; (*od)[j] = 2 * j + 1 - swap;
-    (*lo)[j] = j / 2 + (j % 2 != swap) * 8; (*hi)[j] = 4 + j / 2 + (j % 2 != swap) * 8;
-  }
-}
 /* A row of the scratch: a padding row after each eighth of the points (else the 8 rows a radix-8 butterfly reads
    lie a multiple of 4 KiB apart, in one set of the L1 cache). */
 #define TJX_ROW(e, sh, pad) ((e) + ((e) >> (sh)) * (pad))
@@ -1013,6 +999,15 @@ static void tjx_fft_masks_f64(int swap, tjx_if64 *ev, tjx_if64 *od, tjx_if64 *lo
   if (!pk_out) { if (pk_in) TJX_FFT_CALL(N, r, 1, 0) else TJX_FFT_CALL(N, r, 0, 0) } \
   else { if (pk_in) TJX_FFT_CALL(N, r, 1, 1) else TJX_FFT_CALL(N, r, 0, 1) } }
 #define TJX_FFT(T, N) \
+/* The masks that take two vectors of pairs apart (even entries: real parts, odd: imaginary) and put two vectors of \
+   parts together into pairs (the low halves, the high halves); `swap` (the inverse) exchanges the parts. */ \
+static void tjx_fft_masks_##N(int swap, tjx_i##N *ev, tjx_i##N *od, tjx_i##N *lo, tjx_i##N *hi) { \
+  enum { V = sizeof(tjx_v##N) / sizeof(T) }; \
+  for (int j = 0; j < V; j++) { \
+    (*ev)[j] = 2 * j + swap; (*od)[j] = 2 * j + 1 - swap; \
+    (*lo)[j] = j / 2 + (j % 2 != swap) * V; (*hi)[j] = V / 2 + j / 2 + (j % 2 != swap) * V; \
+  } \
+} \
 /* One stage of radix R (8, 4 or 2) of a transform of `len` points (n in all) on s interleaved subsequences: source \
    rows ss elements apart, destination rows ds apart. */ \
 static inline __attribute__((always_inline)) void tjx_fft_stage_##N(const int R, const int pk_in, const int pk_out, \
@@ -1160,15 +1155,20 @@ TJX_PAIRS(float, f32)
 TJX_PAIRS(double, f64)
 """
 
+_P, _I = ctypes.c_void_p, ctypes.c_int64
+NATIVE_ROUTINES = {   # a routine of LINALG or FFT (its type suffix, _f32 or _f64, left off): source, result, arguments
+  'tjx_lu': (LINALG, None, [_P] * 3 + [_I] * 3),
+  'tjx_trsm': (LINALG, None, [_P] * 3 + [_I] * 4),
+  'tjx_fft': (FFT, ctypes.c_int, [_P] * 3 + [_I] * 4 + [ctypes.c_double]),
+  'tjx_pairs': (FFT, None, [_P] * 3 + [_I]),
+}
+
 @lru_cache(None)
 def _linalg(name: str):
-  if 'fft' in name or 'pairs' in name:
-    fn = getattr(load_library(FFT), name)
-    fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_void_p] * 3 + ([ctypes.c_int64] * 4 + [ctypes.c_double]
-                                                                   if 'fft' in name else [ctypes.c_int64])
-    return fn
-  fn = getattr(load_library(LINALG), name)
-  fn.restype, fn.argtypes = None, [ctypes.c_void_p] * 3 + [ctypes.c_int64] * (4 if 'trsm' in name else 3)
+  """The foreign function `name` (a NATIVE_ROUTINES entry with its type suffix) of its library, typed."""
+  source, restype, argtypes = NATIVE_ROUTINES[name[:-4]]
+  fn = getattr(load_library(source), name)
+  fn.restype, fn.argtypes = restype, argtypes
   return fn
 
 def _output_maker(device: str, shape: tuple, dt):

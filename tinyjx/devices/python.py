@@ -271,8 +271,7 @@ def fft_packed(n, x: np.ndarray) -> np.ndarray:
       for r, (tr, ti) in enumerate(outs):
         yr[:, :, r], yi[:, :, r] = tr, ti
         if r == 0 or m == 1: continue
-        wr = tw[0, r * step * np.arange(1, m)].reshape(-1, 1, 1)
-        wi = tw[1, r * step * np.arange(1, m)].reshape(-1, 1, 1)
+        wr, wi = tw[:, r * step * np.arange(1, m)].reshape(2, -1, 1, 1)
         yr[:, 1:, r], yi[:, 1:, r] = wr * tr[:, 1:] - wi * ti[:, 1:], wr * ti[:, 1:] + wi * tr[:, 1:]
       re, im = yr.reshape(outer, length, inner), yi.reshape(outer, length, inner)
       size, s = m, s * radix

@@ -211,7 +211,7 @@ class Executable:
     """For jit's hit path: `run(input_buffers) -> fresh output Buffers`, or None where the program needs what only `run`
     does. It does `run`'s work with everything that is the same at every call decided here, once: the program is
     foreign calls of kernels and runtime steps that run on their slots' arrays (`run_arrays`: a COND, WHILE or SCAN,
-    an LU, a triangular solve) on host memory (no other runtime step, no effect), with an arena of its own, and
+    an LU, a triangular solve, an FFT) on host memory (no other runtime step, no effect), with an arena of its own, and
     every output a slot of its own or a copy of an input, a constant or an earlier output. The caller vouches for
     the inputs: Buffers of this device with the program's shapes and dtypes (jit keys its cache on them); `counts`
     are the caller's own (name, n) counter pairs, added with the run's. `run` returns None, and the caller falls
