@@ -285,17 +285,22 @@ def test_the_matmul_plan_is_chosen_in_optimize_and_carried_on_the_statement(vect
   """Tiles follow the device's vector width (two vectors of columns; 12 rows with 32 vector registers, 6 with 16, so
   the accumulators, two loads of y and a broadcast of x stay in registers); which side is whole, the chunks and
   the split follow the shape and do not depend on the width: a contraction over 512 rows runs in chunks of about
-  KC_MATMUL (512) rows; a split one (few panels, many chunks), in chunks of KC_TARGET (256)."""
+  KC_MATMUL (512) rows where x is packed; a split one (few panels, many chunks), in chunks of KC_TARGET (256). An x
+  read in place runs a contraction unchunked while a panel of y fits ROWS_PANEL (1 MiB: a panel of 32 columns of
+  float32 over 8192 rows; over 16896 rows, panels of 16 or 32 columns are past it)."""
   F64 = dtypes.float64
   cases = [((96, 130, (70,), F32), dict(x_panels=False, chunked=False, chunk=70, chunks=1, split_groups=0)),
            ((3000, 20, (300,), F32), dict(x_panels=True, chunked=False, chunk=300, chunks=1, split_groups=0)),
            ((200, 150, (512,), F32), dict(x_panels=False, chunked=False, chunk=512, chunks=1, split_groups=0)),
-           ((200, 150, (600,), F32), dict(x_panels=False, chunked=True, chunk=300, chunks=2, split_groups=0)),
-           ((200, 150, (1500,), F32), dict(x_panels=False, chunked=True, chunk=500, chunks=3, split_groups=0)),
-           ((200, 150, (10, 100), F64), dict(x_panels=False, chunked=True, chunk=5, chunks=2, split_groups=0)),
+           ((200, 150, (600,), F32, True), dict(x_panels=False, chunked=True, chunk=300, chunks=2, split_groups=0)),
+           ((200, 150, (1500,), F32, True), dict(x_panels=False, chunked=True, chunk=500, chunks=3, split_groups=0)),
+           ((200, 150, (600,), F32), dict(x_panels=False, chunked=False, chunk=600, chunks=1, x_rows=True)),
+           ((200, 150, (10, 100), F64), dict(x_panels=False, chunked=False, chunk=10, chunks=1, x_rows=True)),
+           ((40, 150, (8192,), F32), dict(x_panels=False, chunked=False, chunk=8192, chunks=1, x_rows=True)),
+           ((40, 150, (16896,), F32), dict(x_panels=False, chunked=True, chunk=512, chunks=33, x_rows=True)),
            ((40, 20, (30000,), F32), dict(x_panels=False, chunked=True, chunk=255, chunks=118, split_groups=16))]
-  for (m, n, ks, dt), want in cases:
-    _, mm = _planned(_matmul_kernel("k0", m, n, ks, dt), vector_bytes)
+  for (m, n, ks, dt, *xt), want in cases:
+    _, mm = _planned(_matmul_kernel("k0", m, n, ks, dt, xt=bool(xt)), vector_bytes)
     rows = 12 if vector_bytes >= 64 else 6
     assert (mm.plan.mr, mm.plan.nr, mm.plan.vector_bytes) == (rows, 2 * vector_bytes // dt.itemsize, vector_bytes)
     assert {f: getattr(mm.plan, f) for f in want} == want, (m, n, ks)
@@ -780,23 +785,27 @@ def test_rows_in_place_with_a_batch_and_two_row_and_contraction_variables(cpu):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * 8)
 
 def test_x_contiguous_along_the_contraction_is_read_in_place_at_any_size():
-  """x contiguous along the contraction is read in place whatever its size, chunked or not, and where it is big and
-  y small (y packed whole, x streaming a block at a time as the parallel work)."""
+  """x contiguous along the contraction is read in place whatever its size, and where it is big and y small (y packed
+  whole, x streaming a block at a time as the parallel work). It runs the contraction whole unless a panel of y is
+  past ROWS_PANEL; streaming, in chunks."""
   from tinyjx.lower import optimize
-  for m, n, k, chunked in ((255, 33, 31, False), (300, 33, 300, False), (1024, 1024, 1024, True),
-                           (200, 150, 1500, True), (8192, 64, 512, False), (2000, 40, 1100, True)):
+  for m, n, k, chunked in ((255, 33, 31, False), (300, 33, 300, False), (1024, 1024, 1024, False),
+                           (200, 150, 1500, False), (40, 150, 16896, True), (8192, 64, 512, False),
+                           (2000, 40, 1100, True)):
     _, mm = _planned(_matmul_kernel("k0", m, n, (k,)), 32)
     assert (mm.plan.x_rows, mm.plan.chunked, mm.plan.x_panels) == (True, chunked, m >= 2000), (m, n, k)
   assert optimize.plan_matmul(256, 256, 256, F32, 256, 32).x_rows is False       # x not known to be rows in place
 
 @pytest.mark.parametrize('m, k, n, how', [
-  (7, 1100, 33, 'chunked'), (33, 1030, 31, 'chunked'), (257, 513, 300, 'chunked'), (255, 1025, 257, 'chunked'),
+  (7, 1100, 33, 'whole'), (33, 1030, 31, 'whole'), (257, 513, 300, 'whole'), (255, 1025, 257, 'whole'),
+  (7, 16896, 33, 'chunked'),
   (31, 2000, 1, 'a matrix-vector loop'), (3000, 300, 20, 'streaming'), (1001, 700, 40, 'streaming, chunked'),
   (2000, 1100, 40, 'streaming, chunked')])
 def test_x_read_in_place_matches_numpy_at_any_thread_count(cpu, m, k, n, how):
-  """x is read in place (`TJX_MICRO_ROWS`) over a long contraction in chunks (from x + k0), and where it is big and
-  y small (y packed whole, each block of x streaming in place, no panel of it packed): every tile edge, float32 and
-  float64, y transposed or not, with an epilogue, gives numpy's result, the same bits on one thread or three."""
+  """x is read in place (`TJX_MICRO_ROWS`) over a long contraction whole, or in chunks (from x + k0) where a panel of y
+  is past ROWS_PANEL, and where it is big and y small (y packed whole, each block of x streaming in place, no panel
+  of it packed): every tile edge, float32 and float64, y transposed or not, with an epilogue, gives numpy's result,
+  the same bits on one thread or three."""
   rng = np.random.default_rng(m + k + n)
   for dt, tol in ((np.float32, 1e-4), (np.float64, 1e-11)):
     a, b = rng.standard_normal((m, k)).astype(dt), rng.standard_normal((k, n)).astype(dt)

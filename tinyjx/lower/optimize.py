@@ -58,6 +58,7 @@ MICRO_ROWS_SCATTERED = 8         # rows of a direct micro-tile (AVX-512) whose r
 PACK_CACHE = 1 << 19             # bytes of a packed operand that stay in cache while the other side streams past
 KC_TARGET = 256                  # contraction rows per chunk of a long contraction (a convolution's direct plan)
 KC_MATMUL = 512                  # contraction rows per chunk of a plain matmul's contraction longer than 2 * KC_TARGET
+ROWS_PANEL = 1 << 20             # bytes of a panel of y up to which an x read in place runs its contraction unchunked
 GROUP_WORK = 8                   # parallel work items a chunked matmul keeps when it groups panels (up to 8 a group)
 SPLIT_GROUPS = 16                # groups of chunks of a split contraction (fixed: results never depend on threads)
 WINDOW_REUSE = 4                 # an operand that reads each element this many times is a sliding window (im2col)
@@ -156,7 +157,11 @@ def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int, di
   see `_rows_in_place`) is read in place, a block of rows at a time, chunked or not, whole or streaming (`x_rows`):
   packing it is a pass over x (a transpose, 1 ms of a 1024 matmul's 7.7 on the Xeon) and a barrier, and the
   micro-kernel reads a block's rows from cache as fast as a packed panel (kernels alone: the 1024 matmul 11% faster,
-  512 x 784 x 512 18%, 4096 x 1024 x 256 40%; streaming, with y packed whole, 8192 x 1024 x 64 35%).
+  512 x 784 x 512 18%, 4096 x 1024 x 256 40%; streaming, with y packed whole, 8192 x 1024 x 64 35%). Not streaming,
+  such an x takes the whole contraction unchunked while a panel of y fits ROWS_PANEL: each thread's panel stays in
+  its L2, and no result tile goes out to memory and back between chunks (on a Zen 4 EPYC with 1 MiB of L2 a core:
+  the 1024 matmul 8% faster, 512 x 784 x 512 6%, 512 x 8192 x 512 5%; a packed x keeps its chunks, 2048 ran 7% slower
+  whole).
 
   An unchunked plan with x packed whole (or read in place) runs `by_rows`, each thread a block of rows against every
   panel of y, packed first, where the epilogue writes several outputs (`stores`: an optimizer's update loads and
@@ -191,12 +196,14 @@ direct=False, group=4, x_rows=False, by_rows=False)
   x_panels = m * k * size > PACK_CACHE and n * k * size <= PACK_CACHE
   whole_rows, panel_rows, inner = (n, m, k // outer) if x_panels else (m, n, k // outer)
   chunked = k > 2 * KC_TARGET and outer > 1 and (whole_rows + 16) * 32 * size <= PACK_CACHE
+  if chunked:
+    per, chunks = _chunks(outer, inner)
+    if -(-panel_rows // 32) < 4 and chunks >= 4 * SPLIT_GROUPS:    # split: the chunks are the parallel work
+      return MatmulPlan(mr, nr, vector_bytes, x_panels, True, per, chunks, SPLIT_GROUPS, x_rows=rows)
+    chunked = not (rows and not x_panels and nr * k * size <= ROWS_PANEL)
   if not chunked:
     by_rows = not x_panels and m > mr and (stores > 1 or n * k * size <= BY_ROWS_Y)
     return MatmulPlan(mr, nr, vector_bytes, x_panels, chunk=outer, x_rows=rows, by_rows=by_rows)
-  per, chunks = _chunks(outer, inner)
-  split = -(-panel_rows // 32) < 4 and chunks >= 4 * SPLIT_GROUPS
-  if split: return MatmulPlan(mr, nr, vector_bytes, x_panels, True, per, chunks, SPLIT_GROUPS, x_rows=rows)
   per, chunks = _chunks(outer, inner, KC_MATMUL)
   panels = -(-panel_rows // (mr if x_panels else nr))
   group = next(g for g in (8, 4, 2, 1) if panels >= GROUP_WORK * g or g == 1)
