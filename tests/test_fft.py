@@ -196,6 +196,19 @@ def test_the_fft_node_compiled_replayed_and_transformed(cpu):
     for (a, b), z in zip(got, zs):
       assert_fft_close(a, np.fft.fft2(z))
       assert_fft_close(b, np.fft.ifft(z, axis=1, norm='ortho'))
+  # rfft of a real parameter: its step reads the parameter's memory as complex pairs (no kernel copies it into a
+  # buffer of pairs); one kernel takes the frequencies apart; a parameter shaped otherwise, and a computed input, too
+  r = tinyjx.jit(lambda x, y: (jnp.fft.rfft(x), jnp.fft.rfft2(y), jnp.fft.rfft(x * 2.0)))
+  xs = [RNG.normal(size=(6, 32)).astype(np.float32) for _ in range(2)]
+  y = RNG.normal(size=(4, 8, 16)).astype(np.float32)
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    got = [r(jnp.asarray(x), jnp.asarray(y)) for x in xs]
+    exe = r.lower(jnp.asarray(xs[0]), jnp.asarray(y)).compile().executable
+  steps = [s for s in exe.steps if isinstance(s, FftStep)]
+  assert len(steps) == 4 and sum(v is not None for s in steps for v in s.views) == 2
+  assert len(exe.kernels) == 4                      # x * 2.0, and the three rffts' separations
+  for (a, b, c), x in zip(got, xs):
+    assert_fft_close(a, np.fft.rfft(x)); assert_fft_close(b, np.fft.rfft2(y)); assert_fft_close(c, np.fft.rfft(2 * x))
   def loss(x): return jnp.sum(jnp.abs(jnp.fft.fft(x * jnp.arange(1.0, 9.0)[:, None], axis=0)) ** 2)
   x = RNG.normal(size=(8, 3)).astype(np.float32)
   # |F(x w)|^2 summed is n |x w|^2 (Parseval): its gradient 2 n w^2 x

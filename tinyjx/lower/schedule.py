@@ -52,8 +52,17 @@ class StepItem:
 def _needs_buffer(n: UOp) -> bool:
   return n.op in OWN_KERNEL or n.op in STEP_OPS or n.op is Ops.GETITEM
 
+def input_view(s: UOp) -> UOp | None:
+  """The input (a parameter or a constant buffer) that `s` is a reshape of (through reshapes only), else None: its
+  memory holds `s` as it is, row-major."""
+  while s.op is Ops.RESHAPE: s = s.src[0]
+  return s if s.op in INPUT_OPS else None
+
 def _forced_sources(n: UOp) -> list:
-  if n.op is Ops.ARGSORT or n.op in STEP_OPS: return [s for s in n.src if s.op not in INPUT_OPS]
+  """The sources of `n` that get buffers of their own: a step's, and a sort's, but not inputs, and not an FFT's
+  reshape of an input (rfft of a real parameter reads its memory as complex pairs, steps.NativeStep)."""
+  if n.op is Ops.ARGSORT or n.op in STEP_OPS:
+    return [s for s in n.src if s.op not in INPUT_OPS and not (n.op is Ops.FFT and input_view(s) is not None)]
   return []
 
 def _inlined(root: UOp, materialized: set) -> list:

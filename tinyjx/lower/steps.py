@@ -16,6 +16,7 @@ from tinyjx import counters, settings as config
 from tinyjx.uop import UOp, Ops, GroupOp
 from tinyjx.devices.python import LOOPS, run_loop, host_empty, address, evaluate_node
 from tinyjx.lower.runtime import InterpretedStep, KernelCall, step_rules
+from tinyjx.lower.schedule import input_view
 
 class LoopStep:
   """A COND, WHILE or SCAN node in a compiled program (the step interface of tinyjx.lower.runtime).
@@ -291,9 +292,10 @@ class NativeStep(InterpretedStep):
   has one (the CPU's, in C; `call`), else the PYTHON device's rule on the slots' arrays."""
   NATIVE = ''
   def __init__(self, node: UOp, st, slots: list):
-    super().__init__(node, [st.slot_of[s] for s in node.src], slots)
+    super().__init__(node, [st.slot_of[s if s in st.slot_of else input_view(s)] for s in node.src], slots)
     self.src_slots = self.in_slots              # (as a LoopStep names them: jit's hit path reads them)
     self.native = getattr(st.device, self.NATIVE, None)
+    self.views = [s.shape if s not in st.slot_of else None for s in node.src]   # sources read as a reshaped input
 
   def run(self, frame) -> None:
     self.run_arrays([frame.array(s) for s in self.in_slots],
@@ -302,6 +304,7 @@ class NativeStep(InterpretedStep):
   def run_arrays(self, args: list, dests: list) -> None:
     """The results into `dests` (None: not read); what `run` does with a Frame's arrays, and jit's hit path with its
     own."""
+    args = [a if shape is None else a.reshape(shape) for a, shape in zip(args, self.views)]
     if self.native is not None: return self.call(args, dests)
     outs = evaluate_node(self.node, *args)
     for dest, value in zip(dests, outs if isinstance(outs, tuple) else (outs,)):

@@ -130,6 +130,21 @@ def _small_part(terms: dict, c: int, d: int) -> tuple[UOp, UOp, int] | None:
     if lo >= 0 and hi < g: return from_linear({a: v // g for a, v in terms.items() if v % g == 0}, c // g), small, g
   return None
 
+def _split(terms: dict, c: int, d: int) -> tuple[UOp, UOp]:
+  """x (terms, constant c) as d * base + rest: (base, rest), x / d being base and x % d rest where 0 <= rest < d.
+  Non-negative atoms let every coefficient split into a multiple of d and a remainder in [0, d) (`(a*(d+1) + b) % d`
+  is `(a + b) % d`). Where that rest can leave [0, d) and the coefficients d does not divide kept as they are
+  cannot, or a coefficient is negative, they are kept: a reversed axis' 512 i + 512 - j stays itself, and under a
+  mask 1 <= j <= 511 (`given`) its rest is 512 - j, where reduced it would be (511 j) % 512 for good."""
+  keep = from_linear({a: v for a, v in terms.items() if v % d}, c % d)
+  kept = (from_linear({a: v // d for a, v in terms.items() if v % d == 0}, c // d), keep)
+  if not _nonneg_atoms(terms): return kept
+  reduced = from_linear({a: v % d for a, v in terms.items() if v % d}, c % d)
+  lo, hi = bounds(reduced)
+  klo, khi = bounds(keep)
+  if (lo < 0 or hi >= d) and ((klo >= 0 and khi < d) or any(v < 0 for v in terms.values())): return kept
+  return from_linear({a: v // d for a, v in terms.items()}, c // d), reduced
+
 # --- constructors ---
 def add(*xs: UOp) -> UOp:
   terms, c = {}, 0
@@ -153,10 +168,7 @@ def floordiv(x: UOp, d: int) -> UOp:
   g = math.gcd(d, c, *terms.values())
   if g > 1: return floordiv(from_linear({a: v // g for a, v in terms.items()}, c // g), d // g)
   if (parts := _small_part(terms, c, d)) is not None: return floordiv(parts[0], d // parts[2])
-  split = _nonneg_atoms(terms)   # then every coefficient splits into a multiple of d and a remainder
-  whole = {a: v // d for a, v in terms.items() if split or v % d == 0}
-  rest = from_linear({a: v % d if split else v for a, v in terms.items() if v % d}, c % d)
-  base = from_linear(whole, c // d)
+  base, rest = _split(terms, c, d)
   rlo, rhi = bounds(rest)
   if rlo >= 0 and rhi < d: return base
   if rlo < 0: return UOp(Ops.DIV, IDX, (x, const(d)))
@@ -172,8 +184,7 @@ def mod(x: UOp, d: int) -> UOp:
   if lo < 0: return UOp(Ops.REM, IDX, (x, const(d)))
   terms, c = linear(x)
   if (parts := _small_part(terms, c, d)) is not None: return add(mul(mod(parts[0], d // parts[2]), parts[2]), parts[1])
-  split = _nonneg_atoms(terms)
-  rest = from_linear({a: v % d if split else v for a, v in terms.items() if v % d}, c % d)
+  rest = _split(terms, c, d)[1]
   rlo, rhi = bounds(rest)
   if rlo >= 0 and rhi < d: return rest
   if rest.op is Ops.REM and is_const(rest.src[1]) and rest.src[1].arg[0] % d == 0: return mod(rest.src[0], d)
