@@ -202,7 +202,7 @@ def test_the_pipeline_is_an_ordered_list_of_named_passes():
     'as_matmul', 'unroll_windows', 'merge_nests', 'as_column_reduction', 'as_column_scan', 'split_reductions',
     'stash_shared', 'split_chains', 'tile_transposes',
     'block_sums', 'pipeline_rows',
-    'mark_parallel', 'spread_reductions', 'grid',
+    'mark_parallel', 'stream_stores', 'spread_reductions', 'grid',
     'estimate']                                   # the sub-passes of optimize, each a named entry
   assert all(callable(fn) for _, fn in lower.PASSES)
   with pytest.raises(KeyError, match="no lowering pass 'optimize'"): lower.passes(last='optimize')
@@ -850,6 +850,43 @@ def test_x_read_in_place_matches_numpy_at_any_thread_count(cpu, m, k, n, how):
           with tinyjx.Context(TINYJX_THREADS=threads): outs.append(np.asarray(tinyjx.jit(f)(a, y)))
       assert (outs[0] == outs[1]).all()
       np.testing.assert_allclose(outs[0], ref, rtol=tol, atol=tol * np.sqrt(k), err_msg=dt.__name__)
+
+def _gelu(v): return 0.5 * v * (1 + jnp.tanh(0.7978845608 * (v + 0.044715 * v ** 3)))
+
+@pytest.mark.parametrize('n', [1, 7, 31, 33, 255, 257, 4096 + 33])
+def test_blocks_stored_past_the_caches_give_the_same_bits(cpu, monkeypatch, n):
+  """optimize.stream_stores: with STREAM_BYTES lowered so that small kernels qualify, a split chain's blocks (a gelu)
+  and a transpose's cache lines are stored with streaming stores (`tjx_stream_f32`, a fence per thread) where a
+  block has STREAM_MIN elements or more, at every alignment and tail, float32 and float64, on one thread and on
+  three, and give the bits of the plain stores."""
+  from tinyjx.lower import optimize
+  rng = np.random.default_rng(n)
+  progs = [(lambda x, a: _gelu(x * a + 1.0), lambda: [rng.standard_normal(n * 3) for _ in range(2)]),
+           (lambda x: (x * 2.0).T, lambda: [rng.standard_normal((n, 35))])]
+  for f, make in progs:
+    for dt in (np.float32, np.float64):
+      args = [v.astype(dt) for v in make()]
+      with tinyjx.Context(JAX_ENABLE_X64=True, TINYJX_DEVICE='CPU'):
+        plain = np.asarray(tinyjx.jit(f)(*args))
+        monkeypatch.setattr(optimize, 'STREAM_BYTES', 64)
+        source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(*args)).source
+        suffix = 'f32' if dt == np.float32 else 'f64'
+        streamed = f'tjx_stream_{suffix}(b' in source      # a call (the prelude defines the routine)
+        if 31 <= n <= 257: assert streamed, (n, dt)      # (others: a block too short, or one parallel loop)
+        if streamed: assert source.count('tjx_sfence();') >= 1
+        for threads in (1, 3):
+          with tinyjx.Context(TINYJX_THREADS=threads): got = np.asarray(tinyjx.jit(f)(*args))
+          np.testing.assert_array_equal(got, plain)
+        monkeypatch.undo()
+
+def test_only_a_kernel_that_stores_more_than_the_caches_hold_streams():
+  """A gelu of 4M float32 (16 MiB stored, in the blocks of its split chain) streams; of 1M, it stores as usual."""
+  from tinyjx.lower.optimize import STREAM_BYTES
+  assert STREAM_BYTES == 1 << 24
+  for n, want in ((4 << 20, True), (1 << 20, False)):
+    with tinyjx.Context(TINYJX_DEVICE='CPU'):
+      src = tinyjx.jit(lambda x: _gelu(x)).lower(jnp.zeros(n)).compile().executable.source
+    assert ('tjx_stream_f32(b' in src) == want, n
 
 def test_a_fused_update_with_many_buffers_is_vectorized_inside_its_parallel_loop(cpu, tmp_path):
   """An Adam-style update (five inputs, three outputs: 15 pairs of buffers that may overlap) in a loop big enough

@@ -84,6 +84,13 @@ class Assign:
   at: UOp | None
   value: UOp                                # acc[at] = value (acc = value where at is None: a scalar accumulator)
 
+@dataclass(eq=False)
+class Stream:
+  buf: UOp                                  # DEFINE_GLOBAL: buf[base : base + size] = acc[0 : size], stored past the
+  base: UOp                                 # caches (optimize.stream_stores; the C renderer's tjx_stream)
+  acc: UOp                                  # the Local array a loop assigned the block's values to
+  size: int
+
 @dataclass(frozen=True)
 class MatmulPlan:
   """How a `Matmul` is tiled, chosen by optimize (`plan_matmul`) and only written out by lower/matmul.py."""

@@ -34,6 +34,8 @@ Each rewrite is `name(kernel, device)` and changes the kernel in place. Each is 
   (the sum of exps) runs each row's first pass inside the row before's second loop: the next row's loads overlap
   this row's arithmetic;
 - `mark_parallel`: the outermost independent loop with enough work runs on all threads (OpenMP);
+- `stream_stores`: a kernel that stores STREAM_BYTES or more in blocks (a split chain's second loop, a transpose's
+  cache line) writes them with streaming stores, past the caches (a `Stream` statement);
 - `estimate(kernel, slot_bytes)`, a pass on every device: work estimates (flops, bytes) for DEBUG=2, the counters
   and VIZ.
 Loops marked `serial` (reductions, scatters with duplicate indices) are never run in parallel.
@@ -44,8 +46,8 @@ from tinyjx import dtypes
 from tinyjx.uop import UOp, Ops, GroupOp, toposort, substitute
 from tinyjx.lower import symbolic as sym
 from tinyjx.lower.prelude import FAST_F32
-from tinyjx.lower.index import (Loop, Decl, Update, Store, Sort, Kernel, Matmul, MatmulPlan, Local, Assign, unflatten,
-                                strides, is_reduce_then_store, identity, scalar, walk)
+from tinyjx.lower.index import (Loop, Decl, Update, Store, Sort, Kernel, Matmul, MatmulPlan, Local, Assign, Stream,
+                                unflatten, strides, is_reduce_then_store, identity, scalar, walk)
 from tinyjx.lower.symbolic import IDX
 
 PARALLEL_WORK = 1 << 16          # below this many operations a parallel region costs more than it saves
@@ -67,6 +69,8 @@ DIRECT_TILES = 1 << 20           # bytes of result tiles a chunked direct matmul
 DIRECT_SPLIT_PANELS = 4          # a chunked direct matmul with fewer panels of y splits its chunks among threads
 BY_ROWS_Y = 1 << 16              # bytes of y below which an unchunked matmul packs it all and runs by rows
 COLUMN_SPLIT = 1 << 20           # elements read from which a column reduction runs its row in tiles on all threads
+STREAM_BYTES = 1 << 24           # bytes a kernel stores in blocks from which those blocks are written past the caches
+STREAM_MIN = 16                  # elements of the shortest block stored so (one cache line of float32)
 
 NOT_ARITHMETIC = {Ops.CONST, Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_ACC, Ops.DEFINE_GLOBAL, Ops.LOAD, Ops.INDEX}
 
@@ -88,6 +92,41 @@ def work(stmts: list, trips: int = 1) -> int:
     elif isinstance(s, Sort): total += math.prod(s.shape) * max(1, math.ceil(math.log2(max(s.shape[s.axis], 2))))
     elif hasattr(s, 'work'): total += trips * s.work
   return total
+
+def _streamable(s) -> bool:
+  """A loop of STREAM_MIN or more iterations, run by one thread, whose body is one unconditional float store at an
+  index that moves by one element with the loop's variable (and with nothing else of it)."""
+  if not isinstance(s, Loop) or s.parallel or s.serial or s.acc is not None or s.size < STREAM_MIN: return False
+  if len(s.body) != 1 or not isinstance(st := s.body[0], Store): return False
+  if st.valid.op is not Ops.CONST or not st.valid.arg[0]: return False
+  if st.buf.dtype not in (dtypes.float32, dtypes.float64): return False
+  terms, c = sym.linear(st.idx)
+  return terms.get(s.var) == 1 and s.var not in sym.loop_vars(sym.from_linear({a: v for a, v in terms.items()
+                                                                                if a is not s.var}, c))
+
+def _stream_blocks(stmts: list, trips: int, found: list) -> None:
+  for i, s in enumerate(stmts):
+    if _streamable(s): found.append((stmts, i, trips * s.size))
+    elif isinstance(s, Loop): _stream_blocks(s.body, trips * s.size, found)
+
+def stream_stores(k: Kernel, device=None) -> None:
+  """A kernel that stores STREAM_BYTES or more in blocks (`_streamable`: a split chain's second loop, a transpose's
+  cache line) writes each block past the caches: the loop assigns a local array, and a `Stream` statement stores it
+  with streaming stores, which write whole lines without first reading them into the cache. Far more than the
+  caches hold would have been read for nothing and evicted again: on a Zen 4 EPYC, a 2048 x 2048 transpose ran
+  3.2-3.7 -> 1.6-2.3 ms (kernel alone, alternated), the gelu of 4M float32 (16 MiB written, 64 MiB moved) 5-8%
+  faster (jitted, medians of alternated runs 1.32-1.40 -> 1.24-1.32 ms). Results are the same bits: only where the
+  stores go changes."""
+  found: list = []
+  _stream_blocks(k.body, 1, found)
+  if not found or sum(t * stmts[i].body[0].buf.dtype.itemsize for stmts, i, t in found) < STREAM_BYTES: return
+  na = _max_acc(k.body) + 1
+  for n, (stmts, i, _) in reversed(list(enumerate(found))):   # (later blocks of one list first: indices hold)
+    loop, st = stmts[i], stmts[i].body[0]
+    acc = UOp(Ops.DEFINE_ACC, st.buf.dtype, (), (na + n, None))
+    base = sym.resimplify(substitute([st.idx], {loop.var: sym.const(0)})[0])
+    stmts[i:i + 1] = [Local(acc, loop.size), Loop(loop.var, [Assign(acc, loop.var, st.value)]),
+                      Stream(st.buf, base, acc, loop.size)]
 
 def mark_parallel(k: Kernel, device=None) -> None:
   """The outermost independent loops with enough work run on all threads, unless some top-level loop already does."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from tinyjx import dtypes
 from tinyjx.uop import UOp, Ops, toposort
-from tinyjx.lower.index import Loop, Decl, Update, Store, Sort, Matmul, Kernel, Local, Assign, identity
+from tinyjx.lower.index import Loop, Decl, Update, Store, Sort, Matmul, Kernel, Local, Assign, Stream, identity, walk
 from tinyjx.lower import symbolic as sym
 from tinyjx.lower.prelude import C_PRELUDE, SET_THREADS, FAST_F32
 from tinyjx.lower.matmul import MatmulEmitter
@@ -66,6 +66,8 @@ class Scope:
     self.lines, self.pad, self.defines, self.cache, self.hoist = lines, pad, set(defines or ()), {}, len(lines)
 
 UNIT = "/* tjx:unit */"   # where CRenderer.render's text may be cut into translation units (after the prelude)
+
+def _streams(loop: Loop) -> bool: return any(isinstance(s, Stream) for s in walk(loop.body))
 
 class CRenderer(MatmulEmitter):
   """C for the CPU device (OpenMP for the parallel loop)."""
@@ -135,6 +137,7 @@ class CRenderer(MatmulEmitter):
     lines = [f"{prefix} {k.name}({self.kernel_params(k)}) {{", *self.kernel_prologue(k)]
     self.scopes: list[Scope] = [Scope(lines, "  ")]
     self.block(k.body, lines, 1)
+    if any(isinstance(s, Stream) for s in walk(k.body)): lines.append("  tjx_sfence();")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -162,6 +165,8 @@ class CRenderer(MatmulEmitter):
     v = self.name(s.var)
     flag = [f"{pad}int {self.name(a)}_nan = {self.name(a)} != {self.name(a)};" for a in (s.acc, *s.extra)
             if pragma and a in self.nan_flags]
+    if s.parallel and _streams(s):   # each thread orders its streaming stores before the region ends (prelude STREAM)
+      pragma = f"#pragma omp parallel\n{pad}{{\n{pragma.replace('omp parallel for', 'omp for')}"
     return flag + ([pragma] if pragma else []) + [f"{pad}for (int64_t {v} = 0; {v} < {s.size}; {v}++) {{"]
 
   def block(self, stmts: list, lines: list, depth: int) -> None:
@@ -180,6 +185,7 @@ class CRenderer(MatmulEmitter):
       self.loops_open -= 1
       self.scopes.pop()
       lines.append(f"{pad}}}")
+      if s.parallel and _streams(s): lines += [f"{pad}tjx_sfence();", f"{pad}}}"]
       lines += [f"{pad}if ({self.name(a)}_nan) {self.name(a)} = NAN;" for a in accs if a in self.nan_flags]
     elif isinstance(s, Decl):
       self.scopes[-1].defines.add(s.acc)
@@ -207,6 +213,9 @@ class CRenderer(MatmulEmitter):
     elif isinstance(s, Assign):
       v = self.expr(s.value)
       lines.append(f"{pad}{self.name(s.acc)}{'' if s.at is None else f'[{self.expr(s.at)}]'} = {v};")
+    elif isinstance(s, Stream):
+      to = f"b{s.buf.arg} + {self.expr(s.base)}"
+      lines.append(f"{pad}tjx_stream_{SUFFIX[s.acc.dtype]}({to}, {self.name(s.acc)}, {s.size});")
     elif isinstance(s, Sort): self.sort(s, lines, pad)
     elif isinstance(s, Matmul): self.matmul(s, lines, pad)
     else: self.custom(s, lines, depth)
