@@ -105,8 +105,9 @@ def _streamable(s) -> bool:
                                                                                 if a is not s.var}, c))
 
 def _stream_blocks(stmts: list, trips: int, found: list) -> None:
+  """(statement list, index, bytes stored) of each `_streamable` loop below `stmts`, run `trips` times."""
   for i, s in enumerate(stmts):
-    if _streamable(s): found.append((stmts, i, trips * s.size))
+    if _streamable(s): found.append((stmts, i, trips * s.size * s.body[0].buf.dtype.itemsize))
     elif isinstance(s, Loop): _stream_blocks(s.body, trips * s.size, found)
 
 def stream_stores(k: Kernel, device=None) -> None:
@@ -119,7 +120,7 @@ def stream_stores(k: Kernel, device=None) -> None:
   stores go changes."""
   found: list = []
   _stream_blocks(k.body, 1, found)
-  if not found or sum(t * stmts[i].body[0].buf.dtype.itemsize for stmts, i, t in found) < STREAM_BYTES: return
+  if sum(nbytes for _, _, nbytes in found) < STREAM_BYTES: return
   na = _max_acc(k.body) + 1
   for n, (stmts, i, _) in reversed(list(enumerate(found))):   # (later blocks of one list first: indices hold)
     loop, st = stmts[i], stmts[i].body[0]

@@ -67,7 +67,7 @@ class Scope:
 
 UNIT = "/* tjx:unit */"   # where CRenderer.render's text may be cut into translation units (after the prelude)
 
-def _streams(loop: Loop) -> bool: return any(isinstance(s, Stream) for s in walk(loop.body))
+def _streams(stmts: list) -> bool: return any(isinstance(s, Stream) for s in walk(stmts))
 
 class CRenderer(MatmulEmitter):
   """C for the CPU device (OpenMP for the parallel loop)."""
@@ -137,7 +137,7 @@ class CRenderer(MatmulEmitter):
     lines = [f"{prefix} {k.name}({self.kernel_params(k)}) {{", *self.kernel_prologue(k)]
     self.scopes: list[Scope] = [Scope(lines, "  ")]
     self.block(k.body, lines, 1)
-    if any(isinstance(s, Stream) for s in walk(k.body)): lines.append("  tjx_sfence();")
+    if _streams(k.body): lines.append("  tjx_sfence();")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -165,7 +165,7 @@ class CRenderer(MatmulEmitter):
     v = self.name(s.var)
     flag = [f"{pad}int {self.name(a)}_nan = {self.name(a)} != {self.name(a)};" for a in (s.acc, *s.extra)
             if pragma and a in self.nan_flags]
-    if s.parallel and _streams(s):   # each thread orders its streaming stores before the region ends (prelude STREAM)
+    if s.parallel and _streams(s.body):   # each thread fences its streaming stores before the region ends (STREAM)
       pragma = f"#pragma omp parallel\n{pad}{{\n{pragma.replace('omp parallel for', 'omp for')}"
     return flag + ([pragma] if pragma else []) + [f"{pad}for (int64_t {v} = 0; {v} < {s.size}; {v}++) {{"]
 
@@ -185,7 +185,7 @@ class CRenderer(MatmulEmitter):
       self.loops_open -= 1
       self.scopes.pop()
       lines.append(f"{pad}}}")
-      if s.parallel and _streams(s): lines += [f"{pad}tjx_sfence();", f"{pad}}}"]
+      if s.parallel and _streams(s.body): lines += [f"{pad}tjx_sfence();", f"{pad}}}"]
       lines += [f"{pad}if ({self.name(a)}_nan) {self.name(a)} = NAN;" for a in accs if a in self.nan_flags]
     elif isinstance(s, Decl):
       self.scopes[-1].defines.add(s.acc)

@@ -296,6 +296,7 @@ class NativeStep(InterpretedStep):
     self.src_slots = self.in_slots              # (as a LoopStep names them: jit's hit path reads them)
     self.native = getattr(st.device, self.NATIVE, None)
     self.views = [s.shape if s not in st.slot_of else None for s in node.src]   # sources read as a reshaped input
+    self.reshapes = any(v is not None for v in self.views)      # (else the hit path's calls skip the reshaping)
 
   def run(self, frame) -> None:
     self.run_arrays([frame.array(s) for s in self.in_slots],
@@ -304,7 +305,7 @@ class NativeStep(InterpretedStep):
   def run_arrays(self, args: list, dests: list) -> None:
     """The results into `dests` (None: not read); what `run` does with a Frame's arrays, and jit's hit path with its
     own."""
-    args = [a if shape is None else a.reshape(shape) for a, shape in zip(args, self.views)]
+    if self.reshapes: args = [a if shape is None else a.reshape(shape) for a, shape in zip(args, self.views)]
     if self.native is not None: return self.call(args, dests)
     outs = evaluate_node(self.node, *args)
     for dest, value in zip(dests, outs if isinstance(outs, tuple) else (outs,)):
