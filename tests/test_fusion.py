@@ -372,6 +372,7 @@ def test_an_adam_update_is_the_epilogue_of_its_weight_gradient(cpu):
   fused = [k for k in kernels if 'tjx_mm' in k and 'sqrtf' in k]
   assert len(fused) == 2 and all(len(re.findall(r'b\d+\[\(io \+ jo\)\] =', k)) >= 3 for k in fused)
   assert any('panels + bb *' in k for k in fused)
+  assert any('tjx_mmp_f32' in k for k in fused)                   # (by rows: it prefetches the next tile's operands)
   flat = lambda tree: [np.asarray(a) for a in tinyjx.tree_util.tree_leaves(tree)]
   with tinyjx.Context(TINYJX_DEVICE='PYTHON'):
     want = flat(step(*tinyjx.tree_util.tree_map(jnp.asarray, args)))

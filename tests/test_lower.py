@@ -340,6 +340,10 @@ def test_a_matmul_runs_by_rows_for_several_outputs_or_a_small_y_given_two_blocks
   assert not plan_matmul(512, 512, 512, F32, 512, 64).by_rows            # y of 1 MB, one output: y in panels
   assert plan_matmul(512, 512, 512, F32, 512, 64, stores=3).by_rows      # an Adam update's three outputs
   assert not plan_matmul(10, 512, 512, F32, 512, 64, stores=3).by_rows   # one block of rows: panels on every thread
+  # the micro-kernel prefetches the next tile's epilogue operands where the epilogue loads and stores several arrays
+  assert plan_matmul(512, 512, 512, F32, 512, 64, stores=3).prefetch
+  assert not plan_matmul(512, 512, 512, F32, 512, 64, rows=True, stores=3).prefetch    # (x in place: no room for it)
+  assert not plan_matmul(512, 512, 10, F32, 10, 64).prefetch
 
 def test_gcc_on_x86_64_builds_without_a_red_zone(cpu, monkeypatch):
   """GCC 12 put a kernel's local accumulator array in a leaf function's red zone 8 bytes off the alignment one of
@@ -763,6 +767,42 @@ def test_a_small_x_read_in_place_by_rows_matches_numpy(cpu, m, k, n):
           assert ('tjx_mmr_f' in source) == matmul and 'tjx_mm_f' not in source
         np.testing.assert_allclose(np.asarray(tinyjx.jit(f)(a, y)), ref, rtol=tol, atol=tol * np.sqrt(k),
                                    err_msg=dt.__name__)
+
+@pytest.mark.parametrize('m, k, n', sorted({(e, 33, 257) for e in EDGES} | {(255, e, 31) for e in EDGES[2:]} |
+                                           {(33, 257, e) for e in EDGES[1:]}))
+def test_a_weight_gradient_with_its_update_prefetches_and_matches_numpy(cpu, m, k, n):
+  """A matmul whose Adam-style update is its epilogue (the parameter and both moments loaded and stored at each
+  result) runs by rows, with the prefetching micro-kernel where x is packed (`MatmulPlan.prefetch`: it fetches the
+  next tile's lines of all six arrays, a row block's last tile the next block's first): x packed (a weight gradient,
+  x.T @ d) or read in place (x given transposed, no prefetch). Every tile edge, float32 and float64, one thread and
+  three, gives numpy's result."""
+  from tinyjx.lower import optimize
+  rng = np.random.default_rng(m * 5 + k * 3 + n)
+  def update(g, p, mo, v):
+    mo, v = 0.9 * mo + 0.1 * g, 0.999 * v + 0.001 * g * g
+    return p - 1e-3 * mo / (jnp.sqrt(v) + 1e-8), mo, v
+  steps = [(lambda x, d, *s: update(x.T @ d, *s), lambda x: x), (lambda xt, d, *s: update(xt @ d, *s), np.transpose)]
+  for dt, tol in ((np.float32, 1e-4), (np.float64, 1e-11)):
+    x, d = rng.standard_normal((k, m)).astype(dt), rng.standard_normal((k, n)).astype(dt)
+    state = [rng.standard_normal((m, n)).astype(dt), rng.standard_normal((m, n)).astype(dt),
+             rng.random((m, n)).astype(dt)]
+    g = x.astype(np.float64).T @ d
+    want_m, want_v = 0.9 * state[1] + 0.1 * g, 0.999 * state[2] + 0.001 * g * g
+    want = (state[0] - 1e-3 * want_m / (np.sqrt(want_v) + 1e-8), want_m, want_v)
+    for step, layout in steps:
+      args = (np.ascontiguousarray(layout(x)), d, *state)
+      with tinyjx.Context(JAX_ENABLE_X64=True, TINYJX_DEVICE='CPU'):
+        source = cpu.compile_jaxpr(tinyjx.make_jaxpr(step)(*args)).source
+        turned = optimize.pads_less_turned(m, n, np.dtype(dt), cpu.vector_bytes)   # (then a thin result's 7 rows)
+        if m > 12 and not turned: assert 'panels + bb *' in source, (m, k, n)
+        by_rows, in_place = 'panels + bb *' in source, 'tjx_mmr_f' in source
+        assert ('tjx_mmp_f' in source) == (by_rows and not in_place), (m, k, n)
+        if 'tjx_mmp_f' in source:          # two lines a row of 2 * vector_bytes, in each of the six arrays
+          assert source.count('pf[npf++] = ') == 6 * max(1, 2 * cpu.vector_bytes // 64)
+        for threads in (1, 3):
+          with tinyjx.Context(TINYJX_THREADS=threads): got = tinyjx.jit(step)(*args)
+          for a, b in zip(got, want):
+            np.testing.assert_allclose(np.asarray(a), b, rtol=tol, atol=tol * np.sqrt(k), err_msg=dt.__name__)
 
 @pytest.mark.parametrize('m, k, n', [(512, 64, 10), (257, 33, 7), (10, 40, 300), (33, 255, 9), (7, 31, 257),
                                      (3000, 300, 10), (1001, 257, 7)])

@@ -106,6 +106,7 @@ class MatmulPlan:
   group: int = 1                            # chunked, packed: panels of the streamed side per parallel work item
   x_rows: bool = False                      # x (contiguous along the contraction) is read in place by rows
   by_rows: bool = False                     # y packed whole first, then each thread's blocks of rows against it all
+  prefetch: bool = False                    # by_rows: the micro-kernel fetches the next tile's epilogue operands
 
 @dataclass(eq=False)
 class Contraction:

@@ -212,18 +212,49 @@ class MatmulEmitter:
   def by_rows(self, s: Matmul, lines: list, pad: str, part: str, a_ptr: str, t: str, frees: list) -> None:
     """`MatmulPlan.by_rows`: every panel of y is packed first, then each thread runs blocks of rows against all of
     them, so the tiles it stores (and an epilogue's loads) follow each other along the output's rows, not a column
-    of tiles that jumps a whole row between them."""
-    plan, micro, p2, p3 = s.plan, self.micro_kernel(s), pad + "    ", pad + "      "
+    of tiles that jumps a whole row between them. With `MatmulPlan.prefetch` the micro-kernel fetches the next
+    tile's epilogue lines as it runs (`prefetch_table`)."""
+    plan, p2, p3 = s.plan, pad + "    ", pad + "      "
     size = f"{plan.nr} * K"
     lines += ["#pragma omp for schedule(static)",
               f"{pad}  for (int64_t bb = 0; bb < NB; bb++) {{", f"{p2}{t}* dst = panels + bb * {size};"]
     self.pack_panel(s, part, lines, p2)
     lines += [f"{pad}  }}", "#pragma omp for schedule(static)", f"{pad}  for (int64_t sb = 0; sb < MB; sb++) {{",
-              f"{p2}for (int64_t bb = 0; bb < NB; bb++) {{",
-              f"{p3}{t} c[{plan.mr * plan.nr}] __attribute__((aligned(64)));",
-              f"{p3}{micro}(K, {a_ptr}, panels + bb * {size}, c, 0);"]
+              f"{p2}for (int64_t bb = 0; bb < NB; bb++) {{"]
+    table = self.prefetch_table(s, p3) if plan.prefetch else None
+    call = f"(K, {a_ptr}, panels + bb * {size}, c, 0" + (", pf, nin, npf)" if table else ")")
+    lines += [*(table or []), f"{p3}{t} c[{plan.mr * plan.nr}] __attribute__((aligned(64)));",
+              f"{p3}{self.micro_kernel(s, bool(table))}{call};"]
     self.tile_store(s, lines, p3, "sb", "bb", t)
     lines += [f"{p2}}}", f"{pad}  }}", f"{pad}  }}", *(f"{pad}  free({b});" for b in frees), f"{pad}}}"]
+
+  def prefetch_table(self, s: Matmul, p: str) -> list | None:
+    """Inside `by_rows`' loop over tile (sb, bb): lines that fill pf with the addresses of the lines the next tile's
+    epilogue reads (nin of them) and then writes (npf in all): for each row of that tile, the cache lines of its
+    nr columns in every array loaded at the store's own index (an optimizer's parameter and moments) and in every
+    output. None where the store's index is not a row part plus a column part that moves one element a column."""
+    split, plan = _split_index(s.store.idx), s.plan
+    if split is None or not _unit_stride(split[1], 'j'): return None
+    loads = {u.src[0].arg for st in s.stores for u in st.value.toposort()
+             if u.op is Ops.LOAD and len(u.src) == 2 and u.src[1] is s.store.idx}
+    sides = [sorted(loads), sorted({st.buf.arg for st in s.stores})]
+    lines_per_row = max(1, plan.nr * s.dtype.itemsize // 64)
+    mr, nr = plan.mr, plan.nr
+    out = [f"{p}const char* pf[{mr * lines_per_row * (len(sides[0]) + len(sides[1]))}];",
+           f"{p}int nin = 0, npf = 0;",
+           f"{p}{{",
+           f"{p}  const int64_t ns = bb + 1 < NB ? sb : sb + 1, j = (bb + 1 < NB ? bb + 1 : 0) * {nr};",
+           f"{p}  if (ns < MB) {{"]
+    out += self.scoped(lambda o: o.append(f"{p}    const int64_t jo = {self.expr(split[1])};"), p + "    ")
+    for n, bufs in enumerate(sides):
+      out += [f"{p}    for (int64_t i = ns * {mr}; i < ns * {mr} + {mr} && i < M; i++) {{"]
+      out += self.scoped(lambda o: o.append(f"{p}      const int64_t io = {self.expr(split[0])};"), p + "      ")
+      out += [f"{p}      pf[npf++] = (const char*)(b{b} + io + jo) + {64 * q};"
+              for b in bufs for q in range(lines_per_row)]
+      out.append(f"{p}    }}")
+      if n == 0: out.append(f"{p}    nin = npf;")
+    out += [f"{p}  }}", f"{p}}}"]
+    return out
 
   def in_place(self, s: Matmul, part: str) -> bool:
     """The streamed side `part` is x read in place (`x_rows` with `x_panels`): no panel of it is packed."""
@@ -514,12 +545,14 @@ class MatmulEmitter:
               *(f"{pad}  free({b});" for b in frees)]
     lines.append(f"{pad}}}")
 
-  def micro_kernel(self, s: Matmul) -> str:
-    """The name of the plan's micro-kernel; its instantiation is recorded in `self.micro` for `render`."""
+  def micro_kernel(self, s: Matmul, prefetch: bool = False) -> str:
+    """The name of the plan's micro-kernel (`prefetch`: its prefetching form, whose extra arguments are a table of
+    line addresses, `prefetch_table`); its instantiation is recorded in `self.micro` for `render`."""
     plan, sfx = s.plan, 'f64' if s.dtype is dtypes.float64 else 'f32'
     t, vec = self.type_names[s.dtype], f"tjx_v{sfx}_{plan.vector_bytes}"
-    letter = 'd' if plan.direct else 'r' if plan.x_rows else ''
-    name, kind = f"{sfx}_{plan.mr}x{plan.nr}", {'d': "TJX_MICRO_DIRECT", 'r': "TJX_MICRO_ROWS"}.get(letter, "TJX_MICRO")
+    letter = 'd' if plan.direct else 'r' if plan.x_rows else 'p' if prefetch else ''
+    kinds = {'d': "TJX_MICRO_DIRECT", 'r': "TJX_MICRO_ROWS", 'p': "TJX_MICRO_PF"}
+    name, kind = f"{sfx}_{plan.mr}x{plan.nr}", kinds.get(letter, "TJX_MICRO")
     self.micro.setdefault(vec, f"typedef {t} {vec} __attribute__((vector_size({plan.vector_bytes})));")
     self.micro.setdefault(f"{kind} {name}", f"{kind}({t}, {vec}, {name}, {plan.mr}, {plan.nr})")
     return f"tjx_mm{letter}_{name}"

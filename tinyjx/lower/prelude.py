@@ -312,17 +312,29 @@ static inline int tjx_consecutive(const int64_t* off, int64_t n) {
 /* The loop of every micro-kernel: the MR x NR tile in acc (continuing c's sums where `more`), then in c. X is x's
    element at row r of the block and contraction row k; its broadcast is X - 0: x - 0 is x exactly, so it folds
    (x + 0 turns -0 to +0). */
-#define TJX_MICRO_LOOP(V, MR, NR, X) \
+#define TJX_MICRO_LOOP(V, MR, NR, X) TJX_MICRO_LOOP_PF(V, MR, NR, X, )
+#define TJX_MICRO_LOOP_PF(V, MR, NR, X, PF) \
   V acc[MR][2]; \
   if (more) memcpy(acc, c, sizeof acc); \
   else for (int r = 0; r < MR; r++) { acc[r][0] = (V){0}; acc[r][1] = (V){0}; } \
   TJX_UNROLL4 for (int64_t k = 0; k < K; k++) { \
     V b0, b1; \
+    PF \
     memcpy(&b0, b + k * NR, sizeof(V)); memcpy(&b1, b + k * NR + NR / 2, sizeof(V)); \
     for (int r = 0; r < MR; r++) { \
       V av = (X) - (V){0}; \
       acc[r][0] += av * b0; acc[r][1] += av * b1; } } \
   memcpy(c, acc, sizeof acc);
+/* A prefetching micro-kernel (`MatmulPlan.prefetch`: an epilogue that loads and stores several arrays, an
+   optimizer's update) also fetches the lines of those arrays that the next tile's epilogue will touch, one every
+   other contraction row, so their misses overlap the arithmetic instead of stalling the epilogue (prefetched all
+   at once before the tile, they fill the miss queue and stall it as well). pf holds the lines' addresses: the
+   first nin to be read, the rest to be written. */
+#define TJX_PREFETCH_STEP \
+  if (!(k & 1) && pq < npf) { \
+    if (pq < nin) __builtin_prefetch(pf[pq], 0, 3); else __builtin_prefetch(pf[pq], 1, 3); \
+    pq++; }
+#define TJX_PF_ARGS const char* const* pf, int nin, int npf
 /* A micro-kernel is static in each translation unit, where GCC specializes it for the unit's calls (a copy shared
    by all units made the 1024 matmul 8% slower). A quick build (-DTJX_QUICK), which runs a few times at most, shares
    one: compiled at -O3 it takes longer than most kernels, and every unit compiling it would double that. There the
@@ -342,6 +354,9 @@ TJX_MICRO_LINK void tjx_mmd_##N(int64_t K, const T* restrict a, const int64_t* r
 #define TJX_MICRO_ROWS(T, V, N, MR, NR) \
 TJX_MICRO_LINK void tjx_mmr_##N(int64_t K, const T* restrict a, const int64_t* restrict roff, const T* restrict b, \
                                 T* restrict c, int more);
+#define TJX_MICRO_PF(T, V, N, MR, NR) \
+TJX_MICRO_LINK void tjx_mmp_##N(int64_t K, const T* restrict a, const T* restrict b, T* restrict c, int more, \
+                                TJX_PF_ARGS);
 #else
 /* x packed: row r of the block at k is a[k * MR + r] */
 #define TJX_MICRO(T, V, N, MR, NR) \
@@ -373,6 +388,13 @@ TJX_CONTRACT_FN TJX_MICRO_LINK void tjx_mmr_##N(int64_t K, const T* restrict a, 
   const T* row[MR]; \
   for (int r = 0; r < MR; r++) row[r] = a + roff[r]; \
   TJX_MICRO_LOOP(V, MR, NR, row[r][k]) }
+/* TJX_MICRO, prefetching the next tile's epilogue operands */
+#define TJX_MICRO_PF(T, V, N, MR, NR) \
+TJX_CONTRACT_FN TJX_MICRO_LINK void tjx_mmp_##N(int64_t K, const T* restrict a, const T* restrict b, \
+                                               T* restrict c, int more, TJX_PF_ARGS) { \
+  TJX_CONTRACT_BODY \
+  int pq = 0; \
+  TJX_MICRO_LOOP_PF(V, MR, NR, a[k * MR + r], TJX_PREFETCH_STEP) }
 #endif
 """
 
