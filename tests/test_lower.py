@@ -265,12 +265,18 @@ def test_deep_graphs_lower_without_recursion(cpu):
   (13, 9, 1000, 'below one block in each direction')])
 def test_matmul_paths_match_numpy(cpu, m, k, n, how):
   """Every way the renderer packs and blocks a matmul gives numpy's result, in float32 and float64, with a
-  fused epilogue and with a transposed operand."""
+  fused epilogue and with a transposed operand. Its parallel work goes to whichever thread is free
+  (`schedule(dynamic)`, MatmulEmitter.work_loop), and the bits are the same on one, two and three threads."""
   rng = np.random.default_rng(m + k + n)
+  f = lambda a, b: jnp.tanh(a @ b.T / np.sqrt(k)) * 2.0
   for dt, tol in ((np.float32, 1e-4), (np.float64, 1e-11)):
     a, b = rng.standard_normal((m, k)).astype(dt), rng.standard_normal((n, k)).astype(dt)
     with tinyjx.Context(JAX_ENABLE_X64=True, TINYJX_DEVICE='CPU'):
-      got = np.asarray(tinyjx.jit(lambda a, b: jnp.tanh(a @ b.T / np.sqrt(k)) * 2.0)(a, b))
+      got = np.asarray(tinyjx.jit(f)(a, b))
+      for threads in (1, 2, 3):
+        with tinyjx.Context(TINYJX_THREADS=threads): np.testing.assert_array_equal(tinyjx.jit(f)(a, b), got)
+      source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(a, b)).source
+    assert ('schedule(dynamic' in source) == ('tjx_mm' in source), how
     want = np.tanh(a.astype(np.float64) @ b.T.astype(np.float64) / np.sqrt(k)) * 2.0
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=how)
 
@@ -891,6 +897,13 @@ def test_x_read_in_place_matches_numpy_at_any_thread_count(cpu, m, k, n, how):
       assert (outs[0] == outs[1]).all()
       np.testing.assert_allclose(outs[0], ref, rtol=tol, atol=tol * np.sqrt(k), err_msg=dt.__name__)
 
+def _run_exe(exe, *args, threads: int = 0):
+  """Run a CPU executable (compiled by the test itself, past jit's caches) on numpy arrays; `threads` (0: the
+  default count) sets TINYJX_THREADS."""
+  from tinyjx.devices.python import NumpyBuffer
+  bufs = [NumpyBuffer('CPU:0', np.ascontiguousarray(a), dtypes.to_dtype(a.dtype)) for a in args]
+  with tinyjx.Context(TINYJX_THREADS=threads): return [b.numpy() for b in exe.run(bufs)]
+
 def _gelu(v): return 0.5 * v * (1 + jnp.tanh(0.7978845608 * (v + 0.044715 * v ** 3)))
 
 @pytest.mark.parametrize('n', [1, 7, 31, 33, 255, 257, 4096 + 33])
@@ -907,17 +920,18 @@ def test_blocks_stored_past_the_caches_give_the_same_bits(cpu, monkeypatch, n):
     for dt in (np.float32, np.float64):
       args = [v.astype(dt) for v in make()]
       with tinyjx.Context(JAX_ENABLE_X64=True, TINYJX_DEVICE='CPU'):
-        plain = np.asarray(tinyjx.jit(f)(*args))
+        jaxpr = tinyjx.make_jaxpr(f)(*args)
+        plain = cpu.compile_jaxpr(jaxpr)
+        assert 'tjx_stream_f32(b' not in plain.source and 'tjx_stream_f64(b' not in plain.source
         monkeypatch.setattr(optimize, 'STREAM_BYTES', 64)
-        source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(*args)).source
-        suffix = 'f32' if dt == np.float32 else 'f64'
-        streamed = f'tjx_stream_{suffix}(b' in source      # a call (the prelude defines the routine)
-        if 31 <= n <= 257: assert streamed, (n, dt)      # (others: a block too short, or one parallel loop)
-        if streamed: assert source.count('tjx_sfence();') >= 1
-        for threads in (1, 3):
-          with tinyjx.Context(TINYJX_THREADS=threads): got = np.asarray(tinyjx.jit(f)(*args))
-          np.testing.assert_array_equal(got, plain)
+        exe = cpu.compile_jaxpr(jaxpr)
         monkeypatch.undo()
+        suffix = 'f32' if dt == np.float32 else 'f64'
+        streamed = f'tjx_stream_{suffix}(b' in exe.source      # a call (the prelude defines the routine)
+        if 31 <= n <= 257: assert streamed, (n, dt)      # (others: a block too short, or one parallel loop)
+        if streamed: assert exe.source.count('tjx_sfence();') >= 1
+        want = _run_exe(plain, *args)[0]
+        for threads in (1, 3): np.testing.assert_array_equal(_run_exe(exe, *args, threads=threads)[0], want)
 
 def test_only_a_kernel_that_stores_more_than_the_caches_hold_streams():
   """A gelu of 4M float32 (16 MiB stored, in the blocks of its split chain) streams; of 1M, it stores as usual."""
@@ -927,6 +941,33 @@ def test_only_a_kernel_that_stores_more_than_the_caches_hold_streams():
     with tinyjx.Context(TINYJX_DEVICE='CPU'):
       src = tinyjx.jit(lambda x: _gelu(x)).lower(jnp.zeros(n)).compile().executable.source
     assert ('tjx_stream_f32(b' in src) == want, n
+
+@pytest.mark.parametrize('n', [70001, 200000])
+def test_a_big_parallel_loop_goes_to_free_threads_with_the_same_bits(cpu, monkeypatch, n):
+  """optimize.mark_parallel: a parallel loop with DYNAMIC_WORK operations or more hands its iterations out in pieces
+  (`schedule(dynamic, size / 64)`); a smaller one keeps fixed shares. With the threshold lowered so that these
+  sizes qualify, a gelu, a row softmax (sums inside each parallel iteration) and a transpose give the bits of the
+  fixed shares on one, two and three threads."""
+  from tinyjx.lower import optimize
+  rng = np.random.default_rng(n)
+  progs = [(lambda x: _gelu(x * 1.5 + 0.5), [rng.standard_normal(n)]),
+           (lambda x: tinyjx.nn.softmax(x, axis=-1), [rng.standard_normal((n // 100, 100))]),
+           (lambda x: (x * 2.0).T, [rng.standard_normal((n // 35, 35))])]
+  for f, args in progs:
+    with tinyjx.Context(TINYJX_DEVICE='CPU'):
+      args = [a.astype(np.float32) for a in args]
+      jaxpr = tinyjx.make_jaxpr(f)(*args)
+      fixed = cpu.compile_jaxpr(jaxpr)
+      assert 'schedule(static)' in fixed.source and 'schedule(dynamic' not in fixed.source, n
+      monkeypatch.setattr(optimize, 'DYNAMIC_WORK', 1 << 12)
+      exe = cpu.compile_jaxpr(jaxpr)
+      monkeypatch.undo()
+      assert 'schedule(dynamic' in exe.source and 'schedule(static)' not in exe.source, n
+      want = _run_exe(fixed, *args, threads=2)[0]
+      for threads in (1, 2, 3): np.testing.assert_array_equal(_run_exe(exe, *args, threads=threads)[0], want)
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    src = tinyjx.jit(lambda x: _gelu(x)).lower(jnp.zeros(4 << 20)).compile().executable.source
+  assert 'schedule(dynamic, 256)' in src                       # 16384 blocks of 256: pieces of 256 blocks
 
 def test_a_fused_update_with_many_buffers_is_vectorized_inside_its_parallel_loop(cpu, tmp_path):
   """An Adam-style update (five inputs, three outputs: 15 pairs of buffers that may overlap) in a loop big enough
@@ -1075,11 +1116,6 @@ def test_a_long_chain_before_a_tanh_splits_into_blocks_of_two_loops_with_the_sam
   with np.errstate(invalid='ignore'):                  # gelu(-inf) is -inf * 0: NaN, as in numpy
     want = 0.5 * y * (1 + np.tanh(np.sqrt(2 / np.pi) * (y + 0.044715 * y ** 3)))
   np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-
-def _run_exe(exe, *args):
-  from tinyjx.devices.python import NumpyBuffer
-  bufs = [NumpyBuffer('CPU:0', np.ascontiguousarray(a), dtypes.to_dtype(a.dtype)) for a in args]
-  return [b.numpy() for b in exe.run(bufs)]
 
 def test_split_chains_covers_exp_log_two_outputs_and_rows_and_leaves_what_would_not_pay(cpu, monkeypatch):
   """An exp and a log whose arguments take several operations, two outputs of one loop, and the inner loop of

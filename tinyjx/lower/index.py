@@ -40,6 +40,7 @@ class Loop:
   var: UOp                                  # Ops.RANGE, arg (n, size)
   body: list = field(default_factory=list)
   parallel: bool = False                    # set by optimize: the outermost loop of parallel work
+  dynamic: bool = False                     # set by optimize: parallel work big enough to hand out in pieces
   acc: UOp | None = None                    # the accumulator this (innermost reduce) loop updates
   serial: bool = False                      # iterations depend on earlier ones (reductions, scatters)
   extra: tuple = ()                         # more accumulators it updates (optimize.pipeline_rows: the next row's)

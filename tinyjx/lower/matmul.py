@@ -38,6 +38,7 @@ def _chunk_bounds(p: str, per: int, outer: int, inner: int) -> list:
   return [f"{p}const int64_t c0 = cc * {per}, c1 = c0 + {per} < {outer} ? c0 + {per} : {outer};",
           f"{p}const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};"]
 
+WORK_CHUNKS = 64        # a matmul's parallel work is handed out in about this many pieces, to whichever thread is free
 STAGE_PANEL = 1 << 15   # bytes of a panel packed row by row above which its rows are staged first (pack_panel)
 STAGE_BLOCK = 16        # contraction rows a staged panel moves at a time: the panel's rows' lines stay in L1
 _IO, _JO = sym.special('io', 1 << 62), sym.special('jo', 1 << 62)   # a tile store's row and column parts of the index
@@ -141,6 +142,14 @@ class MatmulEmitter:
       lines.append(f"{pad}}}")
     else: nest(pad, lambda p: body(p, False))
 
+  def work_loop(self, items: int) -> str:
+    """The pragma of a matmul's parallel loop over `items` big pieces of work (panels, blocks of rows, groups): they
+    go to whichever thread is free (`dynamic`), in pieces of about items / WORK_CHUNKS. Each piece's results are
+    its own, whichever thread computes it, so results do not change; but a thread slowed by a busy core (another
+    process, a neighbour on a shared host) no longer holds up the other: with one core of two busy, the 1024 matmul
+    took 15.1-15.8 ms handed out so, 21.2-22.0 split in halves (`static`), like OpenBLAS; alone, the same."""
+    return f"#pragma omp for schedule(dynamic, {max(1, items // WORK_CHUNKS)})"
+
   def packs_rows(self, s: Matmul, which: str) -> bool:
     """pack_panel packs `which` row by row (its rows run along the contraction, or it has several row variables)."""
     return s.x_k_inner or len(s.ivars) > 1 if which == 'a' else s.y_k_inner or len(s.jvars) > 1
@@ -199,7 +208,7 @@ class MatmulEmitter:
     if chunked:
       self.grouped_chunks(s, lines, pad, part, (a_ptr, b_ptr), chunk, (ib, jb), frees)
       return
-    lines += ["#pragma omp for schedule(static)",
+    lines += [self.work_loop(self.blocks(s, panels_of_x)),
               f"{pad}  for (int64_t bb = 0; bb < {nblocks}; bb++) {{", f"{p2}{t}* dst = panel;"]
     if not self.in_place(s, part): self.pack_panel(s, part, lines, p2)
     lines += [f"{p2}for (int64_t sb = 0; sb < {other}; sb++) {{",
@@ -219,7 +228,7 @@ class MatmulEmitter:
     lines += ["#pragma omp for schedule(static)",
               f"{pad}  for (int64_t bb = 0; bb < NB; bb++) {{", f"{p2}{t}* dst = panels + bb * {size};"]
     self.pack_panel(s, part, lines, p2)
-    lines += [f"{pad}  }}", "#pragma omp for schedule(static)", f"{pad}  for (int64_t sb = 0; sb < MB; sb++) {{",
+    lines += [f"{pad}  }}", self.work_loop(self.blocks(s, True)), f"{pad}  for (int64_t sb = 0; sb < MB; sb++) {{",
               f"{p2}for (int64_t bb = 0; bb < NB; bb++) {{"]
     table = self.prefetch_table(s, p3) if plan.prefetch else None
     call = f"(K, {a_ptr}, panels + bb * {size}, c, 0" + (", pf, nin, npf)" if table else ")")
@@ -256,6 +265,10 @@ class MatmulEmitter:
     out += [f"{p}  }}", f"{p}}}"]
     return out
 
+  def blocks(self, s: Matmul, rows: bool) -> int:
+    """How many blocks of rows (`rows`) or panels of columns the plan's tiles make of the result."""
+    return -(-s.m // s.plan.mr) if rows else -(-s.n // s.plan.nr)
+
   def in_place(self, s: Matmul, part: str) -> bool:
     """The streamed side `part` is x read in place (`x_rows` with `x_panels`): no panel of it is packed."""
     return part == 'a' and s.plan.x_rows
@@ -280,7 +293,7 @@ class MatmulEmitter:
     a_ptr, b_ptr = (f"{p} + g * {size}" if p == "panel" else p for p in ptrs)
     if self.in_place(s, part): a_ptr = self.rows_ptr(s, f"(bg * {g} + g)")
     lines += [f"{pad}  {t}* cl = tjx_alloc({g} * {other} * {tile} * sizeof({t}));",
-              "#pragma omp for schedule(static)",
+              self.work_loop(-(-self.blocks(s, part == 'a') // g)),
               f"{pad}  for (int64_t bg = 0; bg < ({nblocks} + {g - 1}) / {g}; bg++) {{",
               f"{p2}const int64_t gn = {nblocks} - bg * {g} < {g} ? {nblocks} - bg * {g} : {g};",
               f"{p2}for (int64_t cc = 0; cc < {plan.chunks}; cc++) {{",
@@ -342,9 +355,12 @@ class MatmulEmitter:
     self.pack_panel(s, 'b', lines, p + "  ", chunk=chunk)
     lines.append(f"{p}}}")
 
-  def direct_blocks(self, s: Matmul, lines: list, p: str, rpart: UOp, body: list) -> None:
-    """The parallel loop over blocks ib of x, each with its row offsets, around `body`."""
-    lines += ["#pragma omp for schedule(static)", f"{p}for (int64_t ib = 0; ib < MB; ib++) {{"]
+  def direct_blocks(self, s: Matmul, lines: list, p: str, rpart: UOp, body: list, same: bool = False) -> None:
+    """The parallel loop over blocks ib of x, each with its row offsets, around `body`. With `same` (a loop run
+    once per chunk, adding into the blocks' tiles) each thread keeps the same blocks every time, and their tiles
+    stay in its cache (`static`)."""
+    pragma = "#pragma omp for schedule(static)" if same else self.work_loop(self.blocks(s, True))
+    lines += [pragma, f"{p}for (int64_t ib = 0; ib < MB; ib++) {{"]
     self.row_offsets(s, rpart, lines, p + "  ")
     lines += [f"{p}  {b}" for b in body] + [f"{p}}}"]
 
@@ -368,7 +384,8 @@ class MatmulEmitter:
     self.direct_pack(s, lines, p + "  ", rows, True)
     self.direct_blocks(s, lines, p + "  ", rpart, [
       "for (int64_t sb = 0; sb < NB; sb++)",
-      f"  {self.micro_kernel(s)}(kn, b{s.x.src[0].arg}, roff, koff + k0, pb + sb * {nr * rows}, {tiles}, cc > 0);"])
+      f"  {self.micro_kernel(s)}(kn, b{s.x.src[0].arg}, roff, koff + k0, pb + sb * {nr * rows}, {tiles}, cc > 0);"],
+      same=True)
     lines += [f"{p}}}", "#pragma omp for schedule(static)",
               f"{p}for (int64_t ib = 0; ib < MB; ib++) for (int64_t sb = 0; sb < NB; sb++) {{",
               f"{p}  const {t}* c = {tiles};"]
@@ -383,7 +400,7 @@ class MatmulEmitter:
     so the result does not depend on the thread count."""
     mr, nr, t, plan = s.plan.mr, s.plan.nr, self.type_names[s.dtype], s.plan
     tile, g = mr * nr, plan.split_groups
-    lines += ["#pragma omp for schedule(static)", f"{p}for (int64_t g = 0; g < {g}; g++) {{",
+    lines += [self.work_loop(g), f"{p}for (int64_t g = 0; g < {g}; g++) {{",
               f"{p}  {t}* pg = pb + g * NB * {nr * rows};",
               f"{p}  {t}* tg = tiles + g * MB * NB * {tile};",
               f"{p}  const int64_t g0 = g * {plan.chunks} / {g}, g1 = (g + 1) * {plan.chunks} / {g};",
@@ -525,7 +542,7 @@ class MatmulEmitter:
     tile_size = plan.mr * plan.nr
     nblocks, other = ('MB', 'NB') if part == 'a' else ('NB', 'MB')
     g = plan.split_groups
-    lines += ["#pragma omp for schedule(static)",
+    lines += [self.work_loop(g),
               f"{pad}  for (int64_t g = 0; g < {g}; g++) {{",
               f"{p2}{t}* dst = panel;",
               f"{p2}const int64_t nc = {plan.chunks}, g0 = g * nc / {g}, g1 = (g + 1) * nc / {g};",

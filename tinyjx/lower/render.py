@@ -84,7 +84,10 @@ class CRenderer(MatmulEmitter):
   index_barrier = "tjx_opaque_index"   # around an index holding a bool made 0 or 1 (C only: the prelude's GCC note)
   loops_open = 0
 
-  def parallel_for(self, loop: Loop) -> str: return "#pragma omp parallel for schedule(static)"
+  def parallel_for(self, loop: Loop) -> str:
+    """The pragma of a parallel loop: fixed shares, or (`Loop.dynamic`) pieces of about a 64th for free threads."""
+    share = f"dynamic, {max(1, loop.size // 64)}" if loop.dynamic else "static"
+    return f"#pragma omp parallel for schedule({share})"
 
   # --- program ---
   def render(self, kernels: list[Kernel], entries: list[list[int]]) -> str:
