@@ -38,7 +38,11 @@ def _chunk_bounds(p: str, per: int, outer: int, inner: int) -> list:
   return [f"{p}const int64_t c0 = cc * {per}, c1 = c0 + {per} < {outer} ? c0 + {per} : {outer};",
           f"{p}const int64_t k0 = c0 * {inner}, kn = (c1 - c0) * {inner};"]
 
-WORK_CHUNKS = 64        # a matmul's parallel work is handed out in about this many pieces, to whichever thread is free
+WORK_CHUNKS = 64        # big parallel work (a matmul's, a Loop.dynamic) goes in about this many pieces to free threads
+def dynamic_schedule(items: int) -> str:
+  """OpenMP's schedule clause that hands `items` iterations to free threads in about WORK_CHUNKS pieces."""
+  return f"schedule(dynamic, {max(1, items // WORK_CHUNKS)})"
+
 STAGE_PANEL = 1 << 15   # bytes of a panel packed row by row above which its rows are staged first (pack_panel)
 STAGE_BLOCK = 16        # contraction rows a staged panel moves at a time: the panel's rows' lines stay in L1
 _IO, _JO = sym.special('io', 1 << 62), sym.special('jo', 1 << 62)   # a tile store's row and column parts of the index
@@ -148,7 +152,7 @@ class MatmulEmitter:
     its own, whichever thread computes it, so results do not change; but a thread slowed by a busy core (another
     process, a neighbour on a shared host) no longer holds up the other: with one core of two busy, the 1024 matmul
     took 15.1-15.8 ms handed out so, 21.2-22.0 split in halves (`static`), like OpenBLAS; alone, the same."""
-    return f"#pragma omp for schedule(dynamic, {max(1, items // WORK_CHUNKS)})"
+    return f"#pragma omp for {dynamic_schedule(items)}"
 
   def packs_rows(self, s: Matmul, which: str) -> bool:
     """pack_panel packs `which` row by row (its rows run along the contraction, or it has several row variables)."""

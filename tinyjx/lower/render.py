@@ -25,7 +25,7 @@ from tinyjx.uop import UOp, Ops, toposort
 from tinyjx.lower.index import Loop, Decl, Update, Store, Sort, Matmul, Kernel, Local, Assign, Stream, identity, walk
 from tinyjx.lower import symbolic as sym
 from tinyjx.lower.prelude import C_PRELUDE, SET_THREADS, FAST_F32
-from tinyjx.lower.matmul import MatmulEmitter
+from tinyjx.lower.matmul import MatmulEmitter, dynamic_schedule
 from tinyjx.lower.optimize import is_matmul
 
 TYPES = {dtypes.bool_: '_Bool', dtypes.int8: 'int8_t', dtypes.int16: 'int16_t', dtypes.int32: 'int32_t',
@@ -85,9 +85,8 @@ class CRenderer(MatmulEmitter):
   loops_open = 0
 
   def parallel_for(self, loop: Loop) -> str:
-    """The pragma of a parallel loop: fixed shares, or (`Loop.dynamic`) pieces of about a 64th for free threads."""
-    share = f"dynamic, {max(1, loop.size // 64)}" if loop.dynamic else "static"
-    return f"#pragma omp parallel for schedule({share})"
+    """The pragma of a parallel loop: fixed shares, or (`Loop.dynamic`) pieces handed to free threads."""
+    return f"#pragma omp parallel for {dynamic_schedule(loop.size) if loop.dynamic else 'schedule(static)'}"
 
   # --- program ---
   def render(self, kernels: list[Kernel], entries: list[list[int]]) -> str:
