@@ -909,14 +909,20 @@ def _gelu(v): return 0.5 * v * (1 + jnp.tanh(0.7978845608 * (v + 0.044715 * v **
 @pytest.mark.parametrize('n', [1, 7, 31, 33, 255, 257, 4096 + 33])
 def test_blocks_stored_past_the_caches_give_the_same_bits(cpu, monkeypatch, n):
   """optimize.stream_stores: with STREAM_BYTES lowered so that small kernels qualify, a split chain's blocks (a gelu)
-  and a transpose's cache lines are stored with streaming stores (`tjx_stream_f32`, a fence per thread) where a
-  block has STREAM_MIN elements or more, at every alignment and tail, float32 and float64, on one thread and on
-  three, and give the bits of the plain stores."""
+  and a transpose's rows are stored with streaming stores (`tjx_stream_f32`, a fence per thread) where a block is
+  STREAM_MIN elements or more that starts a cache line, float32 and float64, on one thread and on three, and give the
+  bits of the plain stores. A transpose to rows of n, and a pad of an image to n + 2 columns, stream only where
+  each row starts a cache line: rows that share a line would mix streaming and plain stores in it."""
   from tinyjx.lower import optimize
   rng = np.random.default_rng(n)
-  progs = [(lambda x, a: _gelu(x * a + 1.0), lambda: [rng.standard_normal(n * 3) for _ in range(2)]),
-           (lambda x: (x * 2.0).T, lambda: [rng.standard_normal((n, 35))])]
-  for f, make in progs:
+  wide = -(-n // 16) * 16                                   # n rounded up to whole lines of float32 and float64
+  progs = [('gelu', lambda x, a: _gelu(x * a + 1.0), lambda: [rng.standard_normal(n * 3) for _ in range(2)]),
+           ('rows of n', lambda x: (x * 2.0).T, lambda: [rng.standard_normal((n, 35))]),
+           ('rows of lines', lambda x: (x * 2.0).T, lambda: [rng.standard_normal((wide, 35))]),
+           ('pad to n + 2', lambda x: jnp.pad(x, ((0, 0), (2, 1), (1, 1))), lambda: [rng.standard_normal((3, 5, n))]),
+           ('pad to lines', lambda x: jnp.pad(x, ((0, 0), (2, 1), (1, wide + 15 - n))),
+            lambda: [rng.standard_normal((3, 5, n))])]
+  for name, f, make in progs:
     for dt in (np.float32, np.float64):
       args = [v.astype(dt) for v in make()]
       with tinyjx.Context(JAX_ENABLE_X64=True, TINYJX_DEVICE='CPU'):
@@ -926,12 +932,39 @@ def test_blocks_stored_past_the_caches_give_the_same_bits(cpu, monkeypatch, n):
         monkeypatch.setattr(optimize, 'STREAM_BYTES', 64)
         exe = cpu.compile_jaxpr(jaxpr)
         monkeypatch.undo()
-        suffix = 'f32' if dt == np.float32 else 'f64'
-        streamed = f'tjx_stream_{suffix}(b' in exe.source      # a call (the prelude defines the routine)
-        if 31 <= n <= 257: assert streamed, (n, dt)      # (others: a block too short, or one parallel loop)
-        if streamed: assert exe.source.count('tjx_sfence();') >= 1
-        want = _run_exe(plain, *args)[0]
-        for threads in (1, 3): np.testing.assert_array_equal(_run_exe(exe, *args, threads=threads)[0], want)
+      size = np.dtype(dt).itemsize
+      streamed = f'tjx_stream_{"f32" if size == 4 else "f64"}(b' in exe.source   # a call (the prelude defines it)
+      row = n + 2 if name == 'pad to n + 2' else n
+      if n <= 257 and (name == 'gelu' and n >= 255 or name in ('rows of lines', 'pad to lines')):
+        assert streamed, (name, n, dt)       # (4129: a parallel loop, or a transposed read in blocks, may store)
+      if name in ('rows of n', 'pad to n + 2'): assert streamed == (row * size % 64 == 0 and row >= 16), (name, n, dt)
+      if streamed: assert exe.source.count('tjx_sfence();') >= 1
+      want = _run_exe(plain, *args)[0]
+      for threads in (1, 3): np.testing.assert_array_equal(_run_exe(exe, *args, threads=threads)[0], want)
+
+def test_streaming_stores_write_whole_lines_only_at_any_alignment(cpu):
+  """The prelude's `tjx_stream_f32` and `_f64` (streaming stores for the whole lines inside the block, one line at a
+  time, and plain stores for the lines it covers in part) at every start within a cache line and lengths around
+  its edges: every value lands, and nothing outside the block is touched."""
+  from tinyjx.devices import cpu as comp
+  from tinyjx.lower.prelude import HEADERS, STREAM
+  import ctypes
+  body = """
+void tjx_copy_f32(float* d, const float* s, int64_t n) { tjx_stream_f32(d, s, n); tjx_sfence(); }
+void tjx_copy_f64(double* d, const double* s, int64_t n) { tjx_stream_f64(d, s, n); tjx_sfence(); }
+"""
+  wide, avx = (comp.load_library(HEADERS + head + STREAM + body) for head in ("", "#undef __AVX512F__\n"))
+  for dt, fn in ((np.float32, wide.tjx_copy_f32), (np.float64, wide.tjx_copy_f64),
+                 (np.float32, avx.tjx_copy_f32), (np.float64, avx.tjx_copy_f64)):   # (a line as two AVX stores)
+    per_line = 64 // np.dtype(dt).itemsize
+    for n in (0, 1, per_line - 1, per_line, per_line + 1, 2 * per_line, 3 * per_line + 5, 100):
+      for start in range(per_line + 1):
+        raw = np.full(start + n + 3 * per_line, -7.0, dt)
+        d = raw[(-raw.ctypes.data % 64) // raw.itemsize:]             # d[0] starts a line
+        src = np.arange(1, n + 1, dtype=dt)
+        fn(ctypes.c_void_p(d.ctypes.data + start * d.itemsize), ctypes.c_void_p(src.ctypes.data), ctypes.c_int64(n))
+        np.testing.assert_array_equal(d[start:start + n], src)
+        assert (d[:start] == -7).all() and (d[start + n:] == -7).all(), (dt, n, start)
 
 def test_only_a_kernel_that_stores_more_than_the_caches_hold_streams():
   """A gelu of 4M float32 (16 MiB stored, in the blocks of its split chain) streams; of 1M, it stores as usual."""

@@ -447,7 +447,9 @@ TJX_SORTS(uint64_t, u, 0)
 """
 
 # optimize.stream_stores: a block of results stored past the caches (streaming stores write whole lines without
-# reading them first); the parts before and after the aligned lines, and targets without AVX, store as usual.
+# reading them first), a line at a time; a line the block covers only in part, and targets without AVX, store as
+# usual (a streaming store of part of a line, or one beside plain stores in a line, sends the line to memory and
+# back).
 # Streaming stores are weakly ordered: each thread that made them runs tjx_sfence before its work counts as done.
 # The instructions are written as inline assembly: <immintrin.h> would add about 0.2 s of parsing to every
 # translation unit of every program.
@@ -455,20 +457,19 @@ STREAM = r"""
 #if defined(__AVX__) && defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define TJX_NT(V, INSN, d, s) { V v; memcpy(&v, s, sizeof v); __asm__ volatile(INSN " %1, %0" : "=m"(*(V*)(d)) : "v"(v)); }
 #ifdef __AVX512F__
-#define TJX_STREAM_WIDE(V16, INSN, w) \
-  if (!((uintptr_t)(d + i) & 63)) for (; i + 2 * w <= n; i += 2 * w) TJX_NT(V16, INSN, d + i, s + i)
+#define TJX_NT_LINE(T, N, INSN, d, s) TJX_NT(tjx_nt16_##N, INSN, d, s)
 #else
-#define TJX_STREAM_WIDE(V16, INSN, w)
+#define TJX_NT_LINE(T, N, INSN, d, s) \
+  { TJX_NT(tjx_nt8_##N, INSN, d, s) TJX_NT(tjx_nt8_##N, INSN, (d) + 32 / sizeof(T), (s) + 32 / sizeof(T)) }
 #endif
 #define TJX_STREAM(T, N, INSN) \
 typedef T tjx_nt8_##N __attribute__((vector_size(32))); \
 typedef T tjx_nt16_##N __attribute__((vector_size(64))); \
 static inline void tjx_stream_##N(T* restrict d, const T* restrict s, int64_t n) { \
-  const int64_t w = 32 / sizeof(T); \
+  const int64_t w = 64 / sizeof(T); \
   int64_t i = 0; \
-  for (; i < n && ((uintptr_t)(d + i) & 31); i++) d[i] = s[i]; \
-  TJX_STREAM_WIDE(tjx_nt16_##N, INSN, w) \
-  for (; i + w <= n; i += w) TJX_NT(tjx_nt8_##N, INSN, d + i, s + i) \
+  for (; i < n && ((uintptr_t)(d + i) & 63); i++) d[i] = s[i]; \
+  for (; i + w <= n; i += w) TJX_NT_LINE(T, N, INSN, d + i, s + i) \
   for (; i < n; i++) d[i] = s[i]; }
 TJX_STREAM(float, f32, "vmovntps")
 TJX_STREAM(double, f64, "vmovntpd")
