@@ -321,7 +321,7 @@ def _build(cc: str, flags: tuple, source: str, so: str) -> None:
   os.close(fd)
   try:
     quick = '-DTJX_QUICK' in flags          # one copy of each micro-kernel, in the first unit (prelude.py MATMUL)
-    micro = len(re.findall(r"^TJX_MICRO(?:_DIRECT|_ROWS)?\(", source.split(UNIT)[0], re.M)) if quick else 0
+    micro = len(re.findall(r"^TJX_MICRO\w*\(", source.split(UNIT)[0], re.M)) if quick else 0
     units = split_units(source, compile_jobs(), MICRO_CHARS * micro)
     if len(units) < 2 or not _build_units(cc, flags, units, tmp, quick):
       res = subprocess.run([cc, *flags, c_path, '-o', tmp, '-lm'], capture_output=True, text=True)
