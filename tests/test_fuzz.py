@@ -72,6 +72,16 @@ FOUND = {
      fuzz.Stmt('{0} / (jnp.abs({0}) + 1.0)', (2,), (5, 2), 'float32'),
      fuzz.Stmt('jnp.pad({0}, ((1, 0), (0, 1)))', (3,), (6, 3), 'float32'),
      fuzz.Stmt('jnp.where({0} > {0} + 0.25, {0}, {0} * 2.0)', (4,), (6, 3), 'float32')], 5, [], seed=700190),
+  # GCC 12 again: the loop over a 1-wide convolution's two output channels (each a two-term sum in a loop of one) was
+  # unrolled and the loop over the batch vectorized, wrongly: channel 1 came out wrong. TJX_KEEP_LOOP now goes before
+  # a short loop around one-iteration loops too.
+  'gcc_outer_loop_vectorization_around_a_loop_of_one': fuzz.Program(
+    [((2, 1, 2), 'float32')],
+    [fuzz.Stmt('{0} / (jnp.abs({0}) + 1.0)', (0,), (2, 1, 2), 'float32'),
+     fuzz.Stmt('jnp.concatenate([{0}, {0} * 2.0], axis=0)', (1,), (4, 1, 2), 'float32'),
+     fuzz.Stmt("lax.conv_general_dilated({0}, jnp.cos(jnp.arange(4, dtype=jnp.float32).reshape((2, 1, 2))) * "
+               "jnp.mean({0}), (1,), 'VALID', rhs_dilation=(1,), feature_group_count=1)", (2,), (4, 2, 1), 'float32')],
+    3, [], seed=5300190),
   # jit of the identity on a 0-d array returned shape (1,)
   'jit_identity_of_a_scalar': fuzz.Program([((), 'float32')], [], 0, [('jit',)], seed=200047),
   # pmap of a function returning a per-device scalar input returned shape (2, 1)

@@ -69,6 +69,10 @@ UNIT = "/* tjx:unit */"   # where CRenderer.render's text may be cut into transl
 
 def _streams(stmts: list) -> bool: return any(isinstance(s, Stream) for s in walk(stmts))
 
+def _loops_inside(stmts: list) -> bool:
+  """Whether `stmts` hold a loop that runs more than once, or holds one (a one-iteration loop is no loop to GCC)."""
+  return any(isinstance(s, Loop) and (s.size > 1 or _loops_inside(s.body)) for s in stmts)
+
 class CRenderer(MatmulEmitter):
   """C for the CPU device (OpenMP for the parallel loop)."""
   kernel_prefix = "static void"
@@ -158,11 +162,13 @@ class CRenderer(MatmulEmitter):
     # (a padded, strided convolution's ReLU gradient summed over its positions; tests/test_contraction_fuzz.py)
     carried = s.acc is not None and s.acc not in self.scopes[-1].defines
     if not pragma and self.short_loop_guard and self.loops_open and (s.acc is None or carried) and \
-       s.size <= SHORT_LOOP and not any(isinstance(b, Loop) for b in s.body):
+       s.size <= SHORT_LOOP and not _loops_inside(s.body):
       # see TJX_KEEP_LOOP in the prelude: a compiler bug kept away. Only an elementwise loop or a carried sum: a
       # short loop around other loops (a size-1 loop around a matvec's row sum) kept so stops GCC vectorizing the
       # loops inside it, and a sum per output (its accumulator declared in the enclosing loop) vectorizes across
-      # the outputs, correctly
+      # the outputs, correctly. A loop around one-iteration loops only is elementwise all the same (a 1-wide
+      # convolution's output channels, each a two-term sum in a loop of one: GCC unrolled them and vectorized the
+      # loop over the batch wrongly; found by bench/fuzz.py)
       pragma = pad + self.short_loop_guard
     v = self.name(s.var)
     flag = [f"{pad}int {self.name(a)}_nan = {self.name(a)} != {self.name(a)};" for a in (s.acc, *s.extra)
