@@ -43,8 +43,9 @@ HEADERS = r"""
 /* GCC (12 at least) miscompiles some loop nests whose short inner loop it unrolls completely and whose outer loop
    it then vectorizes (a pad, a hypot and a where fused in one kernel lost rows; found by tests/test_fuzz.py; and a
    sum the outer loop carries became a chain of in-order sums of strided, selected terms, vectorized wrongly: a
-   strided convolution's ReLU gradient, found by tests/test_contraction_fuzz.py). Short elementwise inner loops,
-   and short sums whose accumulator the outer loop carries, keep their loop: then the outer one is not vectorized. */
+   strided convolution's ReLU gradient, found by tests/test_contraction_fuzz.py). Short elementwise inner loops
+   (also those around loops of one iteration), and short sums whose accumulator the outer loop carries, keep their
+   loop: then the outer one is not vectorized. */
 /* GCC 12's vectorizer also indexes a load with a compare's mask (-1) where the index is a bool made 0 or 1
    (`a[(v > a[0]).astype(int)]` read a[-1]: a wrong value, out of bounds). Such an index goes through an empty asm
    statement, which GCC cannot look through: that loop stays scalar, and right. */
