@@ -20,6 +20,7 @@ from tinyjx import dtypes
 from tinyjx.uop import UOp, Ops
 from tinyjx.lower import symbolic as sym
 from tinyjx.lower.index import Matmul, Store
+from tinyjx.lower.optimize import LINE
 
 def _flat(vars_: list) -> UOp:
   """The flat (row-major) index over loop variables `vars_`: affine, sum of var * stride."""
@@ -251,7 +252,7 @@ class MatmulEmitter:
     loads = {u.src[0].arg for st in s.stores for u in st.value.toposort()
              if u.op is Ops.LOAD and len(u.src) == 2 and u.src[1] is s.store.idx}
     sides = [sorted(loads), sorted({st.buf.arg for st in s.stores})]
-    lines_per_row = max(1, plan.nr * s.dtype.itemsize // 64)
+    lines_per_row = max(1, plan.nr * s.dtype.itemsize // LINE)
     mr, nr = plan.mr, plan.nr
     out = [f"{p}const char* pf[{mr * lines_per_row * (len(sides[0]) + len(sides[1]))}];",
            f"{p}int nin = 0, npf = 0;",
@@ -262,7 +263,7 @@ class MatmulEmitter:
     for n, bufs in enumerate(sides):
       out += [f"{p}    for (int64_t i = ns * {mr}; i < ns * {mr} + {mr} && i < M; i++) {{"]
       out += self.scoped(lambda o: o.append(f"{p}      const int64_t io = {self.expr(split[0])};"), p + "      ")
-      out += [f"{p}      pf[npf++] = (const char*)(b{b} + io + jo) + {64 * q};"
+      out += [f"{p}      pf[npf++] = (const char*)(b{b} + io + jo) + {LINE * q};"
               for b in bufs for q in range(lines_per_row)]
       out.append(f"{p}    }}")
       if n == 0: out.append(f"{p}    nin = npf;")
