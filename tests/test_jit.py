@@ -449,6 +449,55 @@ def test_replayed_outputs_start_aligned(shape):
   assert outs[-1].realized_buffer().address is not None   # the replayed call's
   assert not np.shares_memory(np.asarray(outs[0]), np.asarray(outs[1]))
 
+def test_big_buffers_reuse_memory_no_array_holds():
+  """A buffer of SPARE_FROM bytes or more takes the memory of one of its size that no array holds any more (no page
+  faults for a fresh mapping each call), never memory a view still reads, and at most SPARE_BYTES wait."""
+  import gc
+  from tinyjx.devices import python as P
+  shape, dt = (P.SPARE_FROM // 4 + 1000,), np.dtype(np.float32)
+  a, addr = P.host_empty(shape, dt)
+  assert addr % P.PAGE == 0 and a.ctypes.data == addr and a.flags.writeable and a.flags.c_contiguous
+  del a; gc.collect()
+  b, addr_b = P.host_empty(shape, dt)
+  assert addr_b == addr                               # the freed block, reused
+  view = b[5:].reshape(-1)
+  view[:] = 7
+  del b; gc.collect()
+  c, addr_c = P.host_empty(shape, dt)                 # the view holds b's block: c gets other memory
+  assert addr_c != addr and not np.shares_memory(c, view)
+  c[:] = -1
+  assert (view == 7).all()
+  del view, c; gc.collect()
+  smaller, _ = P.host_empty((P.PAGE_FROM // 4,), dt)  # (below SPARE_FROM: numpy's own memory, not a lease)
+  assert not isinstance(smaller.base, P.ctypes.Array)
+  held = [P.host_empty(shape, dt)[0] for _ in range(P.SPARE_BYTES // (shape[0] * 4) + 8)]
+  del held; gc.collect()
+  assert P._spare_total[0] <= P.SPARE_BYTES
+  assert P._spare_total[0] == sum(x.nbytes for blocks in P._spare.values() for x in blocks)
+  other = P.host_empty((3 * P.SPARE_FROM,), np.dtype(np.uint8))[1]   # the spares of the old size make room
+  gc.collect()
+  assert P.host_empty((3 * P.SPARE_FROM,), np.dtype(np.uint8))[1] == other
+  assert P._spare_total[0] <= P.SPARE_BYTES
+
+@needs_replay
+def test_replayed_outputs_reuse_freed_memory_and_stay_right():
+  """A jitted function called again after its last big output was dropped writes the next one into that memory;
+  one still held is never written."""
+  import gc
+  f = tinyjx.jit(lambda x: x * 2 + 1)
+  x = np.arange(512 * 1024, dtype=np.float32).reshape(512, 1024)
+  tx, tx1 = jnp.asarray(x), jnp.asarray(x + 1)
+  first = np.asarray(f(tx))
+  kept, addr = first.copy(), first.ctypes.data
+  second = f(tx)
+  assert np.asarray(second).ctypes.data != addr           # first is still held
+  np.testing.assert_array_equal(first, kept)
+  del first; gc.collect()
+  third = np.asarray(f(tx1))
+  assert third.ctypes.data == addr
+  np.testing.assert_array_equal(third, (x + 1) * 2 + 1)
+  np.testing.assert_array_equal(np.asarray(second), x * 2 + 1)
+
 @needs_replay
 def test_replay_reads_strided_inputs_right():
   """A Buffer whose array is not C-contiguous (a view) is not bound by address: the call takes the full path."""

@@ -26,6 +26,41 @@ def address(a: np.ndarray) -> int:
     return a.ctypes.data
 
 PAGE, PAGE_FROM = 4096, 1 << 16  # buffers of PAGE_FROM bytes or more start a page (see `host_empty`)
+SPARE_FROM = 1 << 18             # buffers of this many bytes or more are reused once no array holds them
+SPARE_BYTES = 64 << 20           # at most this much memory waits for reuse (more is freed)
+_spare: dict = {}                # raw block size -> blocks no array holds now (`_give_back` puts them there)
+_spare_total = [0]               # the bytes of those blocks
+_lease_types: dict = {}          # bytes -> the ctypes array type of a lease of that many (`_lease`)
+LEASE_TYPES = 1024               # at most this many kept (a program of many sizes makes a new one now and then)
+
+def _give_back(lease) -> None:
+  """A lease's last holder is gone: its block waits for the next buffer of its size. Over SPARE_BYTES, the blocks
+  of the sizes given back longest ago are freed first (a program that moved on to other shapes leaves none)."""
+  try:
+    block, size = lease.block, lease.block.nbytes
+    if _spare_total[0] + size > SPARE_BYTES:
+      _spare_total[0] = sum(b.nbytes for blocks in _spare.values() for b in blocks)   # (recount: threads may race)
+      for old in list(_spare):
+        while _spare[old] and _spare_total[0] + size > SPARE_BYTES: _spare_total[0] -= _spare[old].pop(0).nbytes
+        if not _spare[old]: del _spare[old]
+      if size > SPARE_BYTES: return
+    blocks = _spare.pop(size, [])
+    blocks.append(block)
+    _spare[size] = blocks       # (the sizes in the order they were last given back)
+    _spare_total[0] += size
+  except Exception:       # (at interpreter exit the module's globals may be gone; another thread's change): freed
+    pass
+
+def _lease(block: np.ndarray, start: int, nbytes: int):
+  """A ctypes view of `nbytes` of `block` from `start` whose end (no array left using it: an array made on it
+  and every view of that array hold it) hands `block` back to `_spare`."""
+  kind = _lease_types.get(nbytes)
+  if kind is None:
+    if len(_lease_types) >= LEASE_TYPES: _lease_types.clear()   # (a lease keeps its own type alive)
+    kind = _lease_types[nbytes] = type('HostLease', (ctypes.c_char * nbytes,), {'__del__': _give_back})
+  lease = kind.from_buffer(block, start)
+  lease.block = block
+  return lease
 
 def host_empty(shape: tuple, np_dt: np.dtype) -> tuple[np.ndarray, int]:
   """(an uninitialized C-contiguous array, its address) for a buffer kernels write; one of PAGE_FROM bytes or more
@@ -35,15 +70,33 @@ def host_empty(shape: tuple, np_dt: np.dtype) -> tuple[np.ndarray, int]:
   store just before it, matching low address bits), while 0, 256 or more, or any distance behind, costs nothing.
   numpy's own allocations land anywhere (the sweep's layer norm got 80 bytes and ran 1.8 ms, 0.63 on a copy of its
   input); page-aligned buffers are 0 or a multiple of 4 KiB apart, never just past each other. A smaller buffer
-  is numpy's own (aligning it costs a microsecond a call, a kernel's time at that size)."""
+  is numpy's own (aligning it costs a microsecond a call, a kernel's time at that size).
+
+  A buffer of SPARE_FROM bytes or more reuses the memory of one of its size (in whole pages) that no array holds
+  any more. Memory the C library hands out anew is mapped one page at a time as a kernel first writes it: a jitted
+  training step whose new parameters and optimizer state came fresh each call took 440 page faults a step (bench W4's
+  MLP step called on the same state again and again: 0.5-1 ms of its 10), the same step with reused buffers none."""
   nbytes = math.prod(shape) * np_dt.itemsize
   if nbytes < PAGE_FROM:
     a = np.empty(shape, np_dt)
     return a, address(a)
-  raw = np.empty(nbytes + PAGE, np.uint8)
+  size = -(-nbytes // PAGE) * PAGE + PAGE
+  if nbytes < SPARE_FROM:
+    raw = np.empty(size, np.uint8)
+    base = address(raw)
+    start = -base % PAGE
+    return np.ndarray(shape, np_dt, raw, start), base + start
+  blocks = _spare.get(size)
+  if blocks:
+    try:
+      raw = blocks.pop()
+      _spare_total[0] -= size
+    except IndexError:    # (another thread took the last one)
+      raw = np.empty(size, np.uint8)
+  else: raw = np.empty(size, np.uint8)
   base = address(raw)
   start = -base % PAGE
-  return np.ndarray(shape, np_dt, raw, start), base + start
+  return np.ndarray(shape, np_dt, _lease(raw, start, size - PAGE)), base + start
 
 class NumpyBuffer(array.Buffer):
   """A buffer whose memory is a numpy array on the host (PYTHON device; CPU devices reuse it). `data` never changes;
