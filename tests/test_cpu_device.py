@@ -135,6 +135,40 @@ def test_compiler_errors_show_the_message_and_the_source_path(cpu, fresh_cache):
   path = msg.split('(')[1].split(')')[0]
   assert os.path.exists(path) and 'broken' in open(path).read()
 
+def test_a_first_build_tries_the_best_flags_without_a_probe(cpu, fresh_cache, monkeypatch):
+  """With no flags known (no memo on disk, none built with in this process) the first build uses the best set at
+  once, without compiling the probe first, and a build that worked records its flags. Where that set fails, the
+  probe finds the one that works and the build is made with it; where the probe finds that same set, the source is
+  at fault and its error is raised."""
+  cc = comp.find_compiler()
+  real = comp._flag_sets(cc)
+  compiled = []
+  run = subprocess.run
+  def counted(args, *a, **k):
+    compiled.append(list(args))
+    return run(args, *a, **k)
+  monkeypatch.setattr(comp.subprocess, 'run', counted)
+  monkeypatch.setattr(comp, '_good_flags', {})
+  assert comp.load_library("int tjx_fifty(void) { return 50; }").tjx_fifty() == 50
+  assert not any(any(str(x).endswith('p.c') for x in c) for c in compiled)          # no probe
+  assert comp._good_flags[cc] == real[0] and open(comp._memo(cc)).read().split() == list(real[0])
+  compiled.clear()
+  assert comp.build_flags(cc) == (real[0], True)
+  # the best set fails here (a flag no compiler knows): the probe moves on to the next, and the build uses it
+  bad = (real[0] + ('-fno-such-flag-tinyjx',),) + tuple(real[1:])
+  monkeypatch.setattr(comp, '_flag_sets', lambda cc: list(bad))
+  monkeypatch.setattr(comp, '_good_flags', {})
+  os.remove(comp._memo(cc))
+  assert comp.load_library("int tjx_fiftyone(void) { return 51; }").tjx_fiftyone() == 51
+  assert comp._good_flags[cc] == real[1] and any(str(x).endswith('p.c') for c in compiled for x in c)
+  # a broken source with the best set unknown but good: the compiler's error, once probed
+  monkeypatch.setattr(comp, '_flag_sets', lambda cc: list(real))
+  monkeypatch.setattr(comp, '_good_flags', {})
+  os.remove(comp._memo(cc))
+  with pytest.raises(comp.CompileError, match='error'):
+    comp.load_library("int broken_again( { return; }\n")
+  assert comp._good_flags[cc] == real[0]
+
 def test_missing_compiler_says_how_to_get_one(monkeypatch, tmp_path):
   monkeypatch.setenv('PATH', str(tmp_path))
   monkeypatch.delenv('CC', raising=False)

@@ -154,32 +154,57 @@ def red_zone(cc: str) -> list:
   return ['-mno-red-zone']
 
 @lru_cache(None)
+def _flag_sets(cc: str) -> list:
+  """The flag sets a build may use, best first: with OpenMP, with only its `simd` pragmas, without, and without
+  `-march=native`."""
+  base = BASE_FLAGS + vector_width(cc) + tuning(cc) + half_precision(cc) + red_zone(cc)
+  return [tuple(base + ['-fopenmp']), tuple(base + ['-fopenmp-simd']), tuple(base),
+          tuple(f for f in base if f != '-march=native')]
+
+def _memo(cc: str) -> str:
+  """The disk cache's file of the flags this compiler was seen to accept."""
+  tag = hashlib.sha256(f"{cc}|{compiler_version(cc)}|{_flag_sets(cc)[2]}".encode()).hexdigest()[:16]
+  return os.path.join(diskcache.cache_dir(), f"flags-{tag}.txt")
+
+_good_flags: dict = {}          # compiler -> flags it has built with (from the memo, a probe, or a build)
+
+def _remember(cc: str, flags: tuple) -> tuple:
+  _good_flags[cc] = flags
+  memo = _memo(cc)
+  if not diskcache.safe_file(memo): diskcache.atomic_write(memo, " ".join(flags).encode())
+  return flags
+
 def compiler_flags(cc: str) -> tuple:
   """The flags this compiler accepts, best first (probed by building a small library, result cached on disk)."""
-  d = diskcache.cache_dir()
-  base_flags = BASE_FLAGS + vector_width(cc) + tuning(cc) + half_precision(cc) + red_zone(cc)
-  tag = hashlib.sha256(f"{cc}|{compiler_version(cc)}|{base_flags}".encode()).hexdigest()[:16]
-  memo = os.path.join(d, f"flags-{tag}.txt")
+  if cc in _good_flags: return _good_flags[cc]
+  memo = _memo(cc)
   if diskcache.safe_file(memo):
-    with open(memo) as f: return tuple(f.read().split())
-  for extra, base in ((['-fopenmp'], base_flags), (['-fopenmp-simd'], base_flags), ([], base_flags),
-                      ([], [f for f in base_flags if f != '-march=native'])):
-    flags = tuple(base + extra)
+    with open(memo) as f: return _good_flags.setdefault(cc, tuple(f.read().split()))
+  for flags in _flag_sets(cc):
     with tempfile.TemporaryDirectory() as tmp:
       src, out = os.path.join(tmp, 'p.c'), os.path.join(tmp, 'p.so')
       with open(src, 'w') as f: f.write(PROBE)
       if subprocess.run([cc, *flags, src, '-o', out], capture_output=True).returncode == 0:
-        diskcache.atomic_write(memo, " ".join(flags).encode())
-        return flags
+        return _remember(cc, flags)
   raise NoCompilerError(f"the C compiler {cc} ({compiler_version(cc)}) cannot build shared libraries; install gcc "
                         "(`apt-get install gcc`) or set TINYJX_DEVICE=PYTHON")
 
-_probes: dict = {}              # compiler -> the thread finding its flags ahead of the first build (`prepare`)
+def build_flags(cc: str) -> tuple[tuple, bool]:
+  """(the flags to build with now, whether this compiler is known to accept them). Unknown (no memo on disk, no
+  build yet in this process), the best set is tried without a probe: it is what a working GCC or clang accepts, and
+  probing first cost the MLP step's cold first call 55 of its 400 ms (the probe's compile, which the Python
+  lowering finished before). A build that fails with flags not known good probes then (`compiler_flags`)."""
+  if cc in _good_flags: return _good_flags[cc], True
+  if diskcache.safe_file(_memo(cc)): return compiler_flags(cc), True
+  return _flag_sets(cc)[0], False
+
+_probes: dict = {}              # compiler -> the thread finding its flag sets ahead of the first build (`prepare`)
 _probes_lock = threading.Lock()
 
 def prepare() -> None:
-  """Find the compiler's flags in a background thread (a few compiler processes, about 70 ms on a cold cache), so
-  that the lowering of the first program, Python on this thread, overlaps them; `load_library` waits for it."""
+  """Find the compiler's flag sets in a background thread (its version and predefined macros: two compiler
+  processes, about 15 ms), so that the lowering of the first program, Python on this thread, overlaps them;
+  `load_library` waits for it."""
   try:
     cc = find_compiler()
   except NoCompilerError:
@@ -193,7 +218,7 @@ def prepare() -> None:
 def _probe(cc: str, scoped: dict) -> None:
   try:
     with config.Context(**scoped):    # the caller's settings (its cache directory)
-      compiler_flags(cc)
+      build_flags(cc)
   except Exception:
     pass                              # asked again by load_library, which reports what is wrong
 
@@ -212,11 +237,20 @@ def load_library(source: str) -> 'Library':
   """
   cc = find_compiler()
   if (probe := _probes.get(cc)) is not None: probe.join()
-  flags = compiler_flags(cc)
+  flags, known = build_flags(cc)
   key = cache_key(source, cc, flags)
   if key in _loaded: return _loaded[key]
   with _lock:
-    if key not in _loaded: _loaded[key] = _library(cc, flags, source, key)
+    if key not in _loaded:
+      try:
+        _loaded[key] = _library(cc, flags, source, key)
+      except CompileError:
+        if known or compiler_flags(cc) == flags: raise      # (the flags are good: the source is at fault)
+        flags = compiler_flags(cc)
+        key = cache_key(source, cc, flags)
+        if key not in _loaded: _loaded[key] = _library(cc, flags, source, key)
+        return _loaded[key]
+      if not known: _remember(cc, flags)
     return _loaded[key]
 
 # --- tiers: a big program not in the cache is built quickly first, and optimized once it runs again ---
