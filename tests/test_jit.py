@@ -478,6 +478,10 @@ def test_big_buffers_reuse_memory_no_array_holds():
   gc.collect()
   assert P.host_empty((3 * P.SPARE_FROM,), np.dtype(np.uint8))[1] == other
   assert P._spare_total[0] <= P.SPARE_BYTES
+  waiting = dict((k, list(v)) for k, v in P._spare.items())
+  huge = P.host_empty((P.SPARE_BYTES + 1,), np.dtype(np.uint8))[0]   # (freed when dropped; the others stay)
+  del huge; gc.collect()
+  assert {k: [id(b) for b in v] for k, v in P._spare.items()} == {k: [id(b) for b in v] for k, v in waiting.items()}
 
 @needs_replay
 def test_replayed_outputs_reuse_freed_memory_and_stay_right():

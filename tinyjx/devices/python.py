@@ -38,12 +38,12 @@ def _give_back(lease) -> None:
   of the sizes given back longest ago are freed first (a program that moved on to other shapes leaves none)."""
   try:
     block, size = lease.block, lease.block.nbytes
+    if size > SPARE_BYTES: return
     if _spare_total[0] + size > SPARE_BYTES:
       _spare_total[0] = sum(b.nbytes for blocks in _spare.values() for b in blocks)   # (recount: threads may race)
       for old in list(_spare):
         while _spare[old] and _spare_total[0] + size > SPARE_BYTES: _spare_total[0] -= _spare[old].pop(0).nbytes
         if not _spare[old]: del _spare[old]
-      if size > SPARE_BYTES: return
     blocks = _spare.pop(size, [])
     blocks.append(block)
     _spare[size] = blocks       # (the sizes in the order they were last given back)
