@@ -245,10 +245,9 @@ def load_library(source: str) -> 'Library':
       try:
         _loaded[key] = _library(cc, flags, source, key)
       except CompileError:
-        if known or compiler_flags(cc) == flags: raise      # (the flags are good: the source is at fault)
-        flags = compiler_flags(cc)
-        key = cache_key(source, cc, flags)
-        if key not in _loaded: _loaded[key] = _library(cc, flags, source, key)
+        if known or (good := compiler_flags(cc)) == flags: raise      # (the flags are good: the source is at fault)
+        key = cache_key(source, cc, good)
+        if key not in _loaded: _loaded[key] = _library(cc, good, source, key)
         return _loaded[key]
       if not known: _remember(cc, flags)
     return _loaded[key]

@@ -80,22 +80,17 @@ def host_empty(shape: tuple, np_dt: np.dtype) -> tuple[np.ndarray, int]:
   if nbytes < PAGE_FROM:
     a = np.empty(shape, np_dt)
     return a, address(a)
-  size = -(-nbytes // PAGE) * PAGE + PAGE
-  if nbytes < SPARE_FROM:
-    raw = np.empty(size, np.uint8)
-    base = address(raw)
-    start = -base % PAGE
-    return np.ndarray(shape, np_dt, raw, start), base + start
-  blocks = _spare.get(size)
-  if blocks:
+  size, raw = -(-nbytes // PAGE) * PAGE + PAGE, None
+  if nbytes >= SPARE_FROM and (blocks := _spare.get(size)):
     try:
       raw = blocks.pop()
       _spare_total[0] -= size
     except IndexError:    # (another thread took the last one)
-      raw = np.empty(size, np.uint8)
-  else: raw = np.empty(size, np.uint8)
+      pass
+  if raw is None: raw = np.empty(size, np.uint8)
   base = address(raw)
   start = -base % PAGE
+  if nbytes < SPARE_FROM: return np.ndarray(shape, np_dt, raw, start), base + start
   return np.ndarray(shape, np_dt, _lease(raw, start, size - PAGE)), base + start
 
 class NumpyBuffer(array.Buffer):
