@@ -322,7 +322,8 @@ def test_the_matmul_plan_is_chosen_in_optimize_and_carried_on_the_statement(vect
   the split follow the shape and do not depend on the width: a contraction over 512 rows runs in chunks of about
   KC_MATMUL (512) rows where x is packed; a split one (few panels, many chunks), in chunks of KC_TARGET (256). An x
   read in place runs a contraction unchunked while a panel of y fits ROWS_PANEL (1 MiB: a panel of 32 columns of
-  float32 over 8192 rows; over 16896 rows, panels of 16 or 32 columns are past it)."""
+  float32 over 8000 rows; over 16896 rows, panels of 16 or 32 columns are past it). (None of these x's rows alias
+  in L1: see the wide tile's test.)"""
   F64 = dtypes.float64
   cases = [((96, 130, (70,), F32), dict(x_panels=False, chunked=False, chunk=70, chunks=1, split_groups=0)),
            ((3000, 20, (300,), F32), dict(x_panels=True, chunked=False, chunk=300, chunks=1, split_groups=0)),
@@ -331,7 +332,7 @@ def test_the_matmul_plan_is_chosen_in_optimize_and_carried_on_the_statement(vect
            ((200, 150, (1500,), F32, True), dict(x_panels=False, chunked=True, chunk=500, chunks=3, split_groups=0)),
            ((200, 150, (600,), F32), dict(x_panels=False, chunked=False, chunk=600, chunks=1, x_rows=True)),
            ((200, 150, (10, 100), F64), dict(x_panels=False, chunked=False, chunk=10, chunks=1, x_rows=True)),
-           ((40, 150, (8192,), F32), dict(x_panels=False, chunked=False, chunk=8192, chunks=1, x_rows=True)),
+           ((40, 150, (8000,), F32), dict(x_panels=False, chunked=False, chunk=8000, chunks=1, x_rows=True)),
            ((40, 150, (16896,), F32), dict(x_panels=False, chunked=True, chunk=512, chunks=33, x_rows=True)),
            ((40, 20, (30000,), F32), dict(x_panels=False, chunked=True, chunk=255, chunks=118, split_groups=16))]
   for (m, n, ks, dt, *xt), want in cases:
@@ -403,6 +404,73 @@ def test_matmul_plans_of_both_vector_widths_compile_into_one_unit_and_match_nump
   for i, (m, n, ks, dt, _, plan) in enumerate(cases):
     tol = 1e-4 if dt is F32 else 1e-11
     np.testing.assert_allclose(handles[3 * i + 2], wants[i], rtol=tol, atol=tol * np.sqrt(np.prod(ks)), err_msg=plan)
+
+def test_rows_of_x_that_would_evict_each_other_from_l1_take_a_wide_tile():
+  """Twelve rows of x read in place, a multiple of 4 KiB apart, fall in one L1 set of eight ways, and each is read
+  from L2 again: such an x takes tiles of 6 rows x 4 vectors (`wide_tile`). Elsewhere the tile stays 12 x 2
+  vectors, which was the faster one where rows do not alias."""
+  from tinyjx.lower.optimize import plan_matmul
+  F64 = dtypes.float64
+  def tile(m, n, k, dt=F32, vb=64, rows=True):
+    p = plan_matmul(m, n, k, dt, k, vb, rows=rows, row_stride=k * dt.itemsize)
+    return p.mr, p.nr
+  assert tile(1024, 1024, 1024) == tile(1024, 1024, 2048) == (6, 64)   # 4 and 8 KiB apart: twelve in one set
+  assert tile(64, 100, 512, F64) == (6, 32)
+  assert tile(1024, 1024, 1040) == (12, 32)            # 4160 bytes apart: twelve sets
+  assert tile(512, 512, 512) == (12, 32)               # 2 KiB apart: six in each of two sets, which hold them
+  assert tile(1024, 63, 1024) == (12, 32)              # under 64 columns, 64 would pad them
+  assert tile(1024, 1024, 1024, vb=32) == (6, 16)      # 16 registers: six rows already
+  assert tile(1024, 1024, 1024, rows=False) == (12, 32)    # x packed: its panels are contiguous
+  # from a kernel: x's row stride is its index's step along the innermost row variable
+  for ks, want in (((1024,), (6, 64)), ((32, 32), (6, 64)), ((1000,), (12, 32))):
+    _, mm = _planned(_matmul_kernel("k0", 100, 100, ks), 64)
+    assert mm.plan.x_rows and (mm.plan.mr, mm.plan.nr) == want, ks
+
+def test_the_wide_tile_matches_numpy_at_every_edge(cpu):
+  """Wide tiles (planned for 64-byte vectors, whatever this machine has) at the edges of 6 rows and 64 columns, in
+  every plan an x read in place takes (whole contraction; y whole and x streaming; chunked; split), in float32 and
+  float64, give numpy's results (one row of x is a matrix-vector product, not tiled); so does the device's own plan
+  of a transposed y, a batch, and an optimizer-like epilogue that writes two outputs (by rows), on one, two and
+  three threads alike."""
+  from tinyjx.lower.render import CRenderer
+  F64 = dtypes.float64
+  shapes = [(6, 64, (1024,), F32), (7, 65, (1024,), F32), (31, 127, (1024,), F32), (33, 257, (1024,), F32),
+            (255, 64, (1024,), F32), (257, 255, (1024,), F32), (33, 65, (8192,), F32), (13, 70, (16384,), F32),
+            (13, 100, (32, 32), F32), (7, 33, (512,), F64), (257, 40, (512,), F64)]
+  kernels, plans = [], []
+  for i, (m, n, ks, dt) in enumerate(shapes):
+    k, mm = _planned(_matmul_kernel(f"k{i}", m, n, ks, dt, slot=3 * i), 64)
+    assert mm.plan.x_rows and mm.plan.mr == 6 and mm.plan.nr == 4 * 64 // dt.itemsize, (m, n, ks)
+    kernels.append(k)
+    plans.append(mm.plan)
+  assert {p.x_panels for p in plans} == {True, False} and {p.chunked for p in plans} == {True, False}
+  assert any(p.split_groups for p in plans)
+  src = CRenderer().render(kernels, [list(range(len(kernels)))])
+  assert "TJX_MICRO_ROWS(float, tjx_vf32_64, f32_6x64, 6, 64)" in src
+  assert "TJX_MICRO_ROWS(double, tjx_vf64_64, f64_6x32, 6, 32)" in src
+  rng, handles, wants = np.random.default_rng(8), {}, []
+  for i, (m, n, ks, dt) in enumerate(shapes):
+    a, b = rng.standard_normal((m, *ks)).astype(dt.np), rng.standard_normal((n, *ks)).astype(dt.np)
+    handles.update({3 * i: a, 3 * i + 1: b, 3 * i + 2: np.zeros((m, n), dt.np)})
+    wants.append(a.reshape(m, -1).astype(np.float64) @ b.reshape(n, -1).T.astype(np.float64))
+  cpu.launch(cpu.load(cpu.compile(src), "tjx_run_0"), cpu.arguments(3 * len(shapes), handles))
+  for i, (m, n, ks, dt) in enumerate(shapes):
+    tol = 1e-4 if dt is F32 else 1e-11
+    np.testing.assert_allclose(handles[3 * i + 2], wants[i], rtol=tol, atol=tol * np.sqrt(np.prod(ks)),
+                               err_msg=plans[i])
+  # jitted on this device: y transposed, a batch, two outputs of one contraction
+  x, bt = rng.standard_normal((257, 1024)).astype(np.float32), rng.standard_normal((255, 1024)).astype(np.float32)
+  bx, by = rng.standard_normal((3, 13, 1024)).astype(np.float32), rng.standard_normal((3, 1024, 70)).astype(np.float32)
+  p = rng.standard_normal((257, 255)).astype(np.float32)
+  f = lambda x, bt, bx, by, p: (x @ bt.T, bx @ by, p * 0.9 + x @ bt.T, p - 0.5 * (x @ bt.T))
+  xy = x.astype(np.float64) @ bt.T.astype(np.float64)
+  wants = [xy, np.einsum('bik,bkj->bij', bx.astype(np.float64), by.astype(np.float64)), p * 0.9 + xy, p - 0.5 * xy]
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    got = [np.asarray(o) for o in tinyjx.jit(f)(x, bt, bx, by, p)]
+    for threads in (1, 3):
+      with tinyjx.Context(TINYJX_THREADS=threads):
+        for g, o in zip(got, tinyjx.jit(f)(x, bt, bx, by, p)): np.testing.assert_array_equal(o, g)
+  for g, w in zip(got, wants): np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * 32)
 
 def test_max_and_min_of_a_constant_over_an_empty_axis_is_the_identity(cpu):
   with tinyjx.Context(TINYJX_DEVICE='CPU'):

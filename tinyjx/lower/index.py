@@ -96,7 +96,7 @@ class Stream:
 class MatmulPlan:
   """How a `Matmul` is tiled, chosen by optimize (`plan_matmul`) and only written out by lower/matmul.py."""
   mr: int                                   # rows of a micro-tile (and of an x panel)
-  nr: int                                   # columns of a micro-tile (and of a y panel): two vectors of nr / 2
+  nr: int                                   # columns of a micro-tile (and of a y panel): two vectors (four, wide)
   vector_bytes: int                         # the micro-kernel's vector width
   x_panels: bool                            # x is packed a panel at a time inside the parallel loop, y whole
   chunked: bool = False                     # the contraction runs in chunks of its outermost variable

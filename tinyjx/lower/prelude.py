@@ -280,8 +280,8 @@ MASKED_ZERO = r"""/* what a masked-off load reads: zero bits of any element type
 static const uint64_t tjx_zero[2] __attribute__((aligned(16))) = {0, 0};
 """
 
-MATMUL = r"""/* matmul: the micro-kernel keeps an MR x NR tile of results in 2 x MR vector registers of type V
-   (NR / 2 lanes each), multiply-adds fused (only here, on purpose); `more` continues the sums already in c. Every
+MATMUL = r"""/* matmul: the micro-kernel keeps an MR x NR tile of results in MR x NV vector registers of type V
+   (NV = NR / V's lanes: two, or four for a wide tile), multiply-adds fused (only here, on purpose); `more` continues the sums already in c. Every
    size comes from the kernel's MatmulPlan (lower/optimize.py): `render` instantiates one micro-kernel per plan. */
 #if defined(__clang__)
 #define TJX_CONTRACT_FN
@@ -315,16 +315,17 @@ static inline int tjx_consecutive(const int64_t* off, int64_t n) {
    (x + 0 turns -0 to +0). */
 #define TJX_MICRO_LOOP(V, MR, NR, X) TJX_MICRO_LOOP_PF(V, MR, NR, X, )
 #define TJX_MICRO_LOOP_PF(V, MR, NR, X, PF) \
-  V acc[MR][2]; \
+  enum { NV = NR * sizeof(*b) / sizeof(V) }; \
+  V acc[MR][NV]; \
   if (more) memcpy(acc, c, sizeof acc); \
-  else for (int r = 0; r < MR; r++) { acc[r][0] = (V){0}; acc[r][1] = (V){0}; } \
+  else for (int r = 0; r < MR; r++) for (int j = 0; j < NV; j++) acc[r][j] = (V){0}; \
   TJX_UNROLL4 for (int64_t k = 0; k < K; k++) { \
-    V b0, b1; \
+    V bv[NV]; \
     PF \
-    memcpy(&b0, b + k * NR, sizeof(V)); memcpy(&b1, b + k * NR + NR / 2, sizeof(V)); \
+    for (int j = 0; j < NV; j++) memcpy(&bv[j], b + k * NR + j * (NR / NV), sizeof(V)); \
     for (int r = 0; r < MR; r++) { \
       V av = (X) - (V){0}; \
-      acc[r][0] += av * b0; acc[r][1] += av * b1; } } \
+      for (int j = 0; j < NV; j++) acc[r][j] += av * bv[j]; } } \
   memcpy(c, acc, sizeof acc);
 /* A prefetching micro-kernel (`MatmulPlan.prefetch`: an epilogue that loads and stores several arrays, an
    optimizer's update) also fetches the lines of those arrays that the next tile's epilogue will touch, one every
