@@ -200,14 +200,14 @@ def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int, di
   """The tiling of an (m x k) @ (k x n) contraction whose outermost contraction variable has `outer` values.
 
   Tiles are MICRO_ROWS x (two vectors), or half the rows and twice the columns (`wide_tile`) where x is read in
-  place and its rows, `row_stride` bytes apart, would evict each other from L1. x is packed whole unless it is big and y fits in cache (then y is whole
-  and x streams a panel at a time). A contraction longer than 2 * KC_TARGET runs in chunks of the outermost
-  contraction variable of about KC_MATMUL rows, so the whole side's rows of one chunk stay in cache while every
-  panel passes (512 rather than 256: half the micro-kernel calls and passes over the result tiles, and a block of
-  12 rows of x is still 24 KB, in L1; the 1024 matmul 3.5% faster, x packed or in place). With few panels but
-  many chunks (a weight gradient) the chunks, of KC_TARGET rows, are the parallel work, in SPLIT_GROUPS groups;
-  otherwise the parallel work is a `group` of up to 8 panels (keeping GROUP_WORK items), so each block of the whole
-  side is read from cache once for all the group's panels.
+  place and its rows, `row_stride` bytes apart, would evict each other from L1. x is packed whole unless it is big
+  and y fits in cache (then y is whole and x streams a panel at a time). A contraction longer than 2 * KC_TARGET runs
+  in chunks of the outermost contraction variable of about KC_MATMUL rows, so the whole side's rows of one chunk stay
+  in cache while every panel passes (512 rather than 256: half the micro-kernel calls and passes over the result
+  tiles, and a block of 12 rows of x is still 24 KB, in L1; the 1024 matmul 3.5% faster, x packed or in place). With
+  few panels but many chunks (a weight gradient) the chunks, of KC_TARGET rows, are the parallel work, in SPLIT_GROUPS
+  groups; otherwise the parallel work is a `group` of up to 8 panels (keeping GROUP_WORK items), so each block of the
+  whole side is read from cache once for all the group's panels.
 
   Which operand is x is `as_matmul`'s (`_packed_orientation`: the output's contiguous axis along the tile's columns,
   unless turning the tile pads far fewer products). An x that is one load contiguous along the contraction (`rows`,

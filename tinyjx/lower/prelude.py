@@ -281,8 +281,9 @@ static const uint64_t tjx_zero[2] __attribute__((aligned(16))) = {0, 0};
 """
 
 MATMUL = r"""/* matmul: the micro-kernel keeps an MR x NR tile of results in MR x NV vector registers of type V
-   (NV = NR / V's lanes: two, or four for a wide tile), multiply-adds fused (only here, on purpose); `more` continues the sums already in c. Every
-   size comes from the kernel's MatmulPlan (lower/optimize.py): `render` instantiates one micro-kernel per plan. */
+   (NV = NR / V's lanes: two, or four for a wide tile), multiply-adds fused (only here, on purpose); `more` continues
+   the sums already in c. Every size comes from the kernel's MatmulPlan (lower/optimize.py): `render` instantiates
+   one micro-kernel per plan. */
 #if defined(__clang__)
 #define TJX_CONTRACT_FN
 #define TJX_CONTRACT_BODY _Pragma("clang fp contract(fast)")
