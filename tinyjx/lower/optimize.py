@@ -248,7 +248,8 @@ direct=False, group=4, x_rows=False, by_rows=False, prefetch=False)
   (6, 64)
   """
   size, (mr, nr) = dtype.itemsize, _tile(dtype, vector_bytes)
-  if rows and wide_tile(mr, nr, n, row_stride): mr, nr = mr // 2, 2 * nr
+  x_panels = m * k * size > PACK_CACHE and n * k * size <= PACK_CACHE
+  if rows and wide_tile(mr, nr, n, row_stride, x_panels): mr, nr = mr // 2, 2 * nr
   if direct:
     if vector_bytes >= 64: mr = _direct_rows(m, run)
     if -(-n // nr) * nr * k * size <= DIRECT_WHOLE:
@@ -256,7 +257,6 @@ direct=False, group=4, x_rows=False, by_rows=False, prefetch=False)
     per, chunks = _chunks(outer, k // outer)
     split = -(-n // nr) < DIRECT_SPLIT_PANELS and chunks >= 4 * SPLIT_GROUPS
     return MatmulPlan(mr, nr, vector_bytes, False, True, per, chunks, SPLIT_GROUPS if split else 0, direct=True)
-  x_panels = m * k * size > PACK_CACHE and n * k * size <= PACK_CACHE
   whole_rows, panel_rows, inner = (n, m, k // outer) if x_panels else (m, n, k // outer)
   chunked = k > 2 * KC_TARGET and outer > 1 and (whole_rows + 16) * 32 * size <= PACK_CACHE
   if chunked:
@@ -362,16 +362,20 @@ def _matmul_nest(k: Kernel, vector_bytes: int):
     mm.parallel, stmts[0].parallel = False, True       # many small matmuls: one per thread
   return stmts
 
-def wide_tile(mr: int, nr: int, n: int, row_stride: int) -> bool:
+def wide_tile(mr: int, nr: int, n: int, row_stride: int, x_panels: bool = False) -> bool:
   """Whether a matmul whose x is read in place, a block of mr rows `row_stride` bytes apart, takes tiles of mr / 2
   rows and 2 nr columns (four vectors a row): where more than ALIAS_ROWS of the mr rows fall in one L1 set (a row
   stride that is a multiple of L1_SPAN: 1024 float32), each k's twelve lines evict each other before the next
   fifteen k read them again, and every row is read from L2. Six rows share the set's eight ways with the panel.
-  Only with 32 registers (12 x 2 accumulators then 6 x 4) and at least 2 nr columns. On a Zen 4 EPYC (kernel
-  alone, C harness, two threads): the 1024 matmul 200 -> 217 GFLOP/s (x's rows 1040 floats apart, 12 x 32 gives
-  the same 217), 1024 x 1024 x 2048 and 1024 x 512 x 4096 8%; with no aliasing 6 x 64 was slower (512 x 512 x 512
-  7%, 256 x 256 x 256 10%: each product reads twice the panel's bytes, from L2)."""
-  if mr != MICRO_ROWS or n < 2 * nr or row_stride <= 0: return False
+  Only with 32 registers (12 x 2 accumulators then 6 x 4), where the wider panels pad the columns at most 8/7 as
+  much (n = 200: 256 columns against 224), and where they leave two panels or more to share out unless x streams
+  (`x_panels`: its blocks are the parallel work). On a Zen 4 EPYC (kernel alone, C harness, two threads): the 1024
+  matmul 200 -> 217 GFLOP/s (x's rows 1040 floats apart, 12 x 32 gives the same 217), 1024 x 1024 x 2048 and
+  1024 x 512 x 4096 8%; with no aliasing 6 x 64 was slower (512 x 512 x 512 7%, 256 x 256 x 256 10%: each product
+  reads twice the panel's bytes, from L2). Jitted, 1024 x 1024 x n: n = 128, 192, 200-256, 384, 512 8-25% faster;
+  n = 70 and 96 (128 columns against 96) 10-13% slower, 130 and 160 (192 against 160) 20%: those keep 12 x 32."""
+  wide, cols = -(-n // (2 * nr)) * 2 * nr, -(-n // nr) * nr
+  if mr != MICRO_ROWS or row_stride <= 0 or wide * 7 > cols * 8 or (wide == 2 * nr and not x_panels): return False
   return max(collections.Counter(r * row_stride % L1_SPAN // 64 for r in range(mr)).values()) > ALIAS_ROWS
 
 def _row_stride(x: UOp, iv: list) -> int:
