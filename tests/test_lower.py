@@ -462,7 +462,7 @@ def test_the_wide_tile_matches_numpy_at_every_edge(cpu):
                                err_msg=plans[i])
   # jitted on this device: y transposed, a batch, two outputs of one contraction
   x, bt = rng.standard_normal((257, 1024)).astype(np.float32), rng.standard_normal((255, 1024)).astype(np.float32)
-  bx, by = rng.standard_normal((3, 13, 1024)).astype(np.float32), rng.standard_normal((3, 1024, 70)).astype(np.float32)
+  bx, by = rng.standard_normal((3, 13, 1024)).astype(np.float32), rng.standard_normal((3, 1024, 128)).astype(np.float32)
   p = rng.standard_normal((257, 255)).astype(np.float32)
   f = lambda x, bt, bx, by, p: (x @ bt.T, bx @ by, p * 0.9 + x @ bt.T, p - 0.5 * (x @ bt.T))
   xy = x.astype(np.float64) @ bt.T.astype(np.float64)
