@@ -411,19 +411,24 @@ def test_rows_of_x_that_would_evict_each_other_from_l1_take_a_wide_tile():
   vectors, which was the faster one where rows do not alias."""
   from tinyjx.lower.optimize import plan_matmul
   F64 = dtypes.float64
-  def tile(m, n, k, dt=F32, vb=64, rows=True):
-    p = plan_matmul(m, n, k, dt, k, vb, rows=rows, row_stride=k * dt.itemsize)
+  def tile(m, n, k, dt=F32, vb=64, rows=True, cores=2):
+    p = plan_matmul(m, n, k, dt, k, vb, rows=rows, row_stride=k * dt.itemsize, cores=cores)
     return p.mr, p.nr
   assert tile(1024, 1024, 1024) == tile(1024, 1024, 2048) == (6, 64)   # 4 and 8 KiB apart: twelve in one set
   assert tile(64, 100, 512, F64) == (6, 32)
   assert tile(1024, 1024, 1040) == (12, 32)            # 4160 bytes apart: twelve sets
   assert tile(512, 512, 512) == (12, 32)               # 2 KiB apart: six in each of two sets, which hold them
-  assert tile(100, 63, 1024) == (12, 32)               # one wide panel: no parallel work left for a second thread
-  assert tile(1024, 63, 1024) == (6, 64)               # ... unless x streams (y whole), its blocks the parallel work
-  assert tile(1024, 96, 1024) == tile(1024, 160, 1024) == (12, 32)   # 128 and 192 columns padded, not 96 and 160
-  assert tile(1024, 200, 1024) == tile(1024, 128, 1024) == (6, 64)   # 256 against 224 (8/7), 128 against 128
   assert tile(1024, 1024, 1024, vb=32) == (6, 16)      # 16 registers: six rows already
   assert tile(1024, 1024, 1024, rows=False) == (12, 32)    # x packed: its panels are contiguous
+  # padding: 128 and 192 columns for 96 and 160 are too many; 256 for 200 (8/7) and 128 for 128 are not
+  assert tile(1024, 96, 1024) == tile(1024, 160, 1024) == (12, 32)
+  assert tile(1024, 200, 1024) == tile(1024, 128, 1024) == (6, 64)
+  # turns of the panels on the cores: 3 wide panels take 2 turns of twice the work on two cores, 6 narrow ones 3
+  assert tile(1024, 192, 1024) == tile(1024, 320, 1024) == tile(100, 63, 1024) == (12, 32)
+  assert tile(1024, 192, 1024, cores=1) == tile(1024, 192, 1024, cores=4) == tile(1024, 640, 1024) == (6, 64)
+  assert tile(1024, 256, 1024, cores=16) == (12, 32) and tile(1024, 1024, 1024, cores=16) == (6, 64)
+  assert tile(1024, 63, 1024) == (6, 64)               # x streams (y whole): its blocks are the parallel work
+  assert plan_matmul(300, 192, 1024, F32, 1024, 64, rows=True, row_stride=4096, stores=3, cores=2).mr == 6  # by rows
   # from a kernel: x's row stride is its index's step along the innermost row variable
   for ks, want in (((1024,), (6, 64)), ((32, 32), (6, 64)), ((1000,), (12, 32))):
     _, mm = _planned(_matmul_kernel("k0", 100, 100, ks), 64)
@@ -437,9 +442,9 @@ def test_the_wide_tile_matches_numpy_at_every_edge(cpu):
   three threads alike."""
   from tinyjx.lower.render import CRenderer
   F64 = dtypes.float64
-  shapes = [(7, 127, (1024,), F32), (31, 128, (1024,), F32), (33, 257, (1024,), F32), (6, 192, (1024,), F32),
+  shapes = [(7, 127, (1024,), F32), (31, 128, (1024,), F32), (33, 320, (1024,), F32), (6, 192, (1024,), F32),
             (255, 64, (1024,), F32), (257, 255, (1024,), F32), (1024, 40, (1024,), F32), (33, 127, (8192,), F32),
-            (13, 100, (32, 32), F32), (7, 64, (512,), F64), (257, 95, (512,), F64)]
+            (13, 100, (32, 32), F32), (7, 64, (512,), F64), (257, 95, (512,), F64), (257, 97, (512,), F64)]
   kernels, plans = [], []
   for i, (m, n, ks, dt) in enumerate(shapes):
     k, mm = _planned(_matmul_kernel(f"k{i}", m, n, ks, dt, slot=3 * i), 64)
@@ -461,9 +466,9 @@ def test_the_wide_tile_matches_numpy_at_every_edge(cpu):
     np.testing.assert_allclose(handles[3 * i + 2], wants[i], rtol=tol, atol=tol * np.sqrt(np.prod(ks)),
                                err_msg=plans[i])
   # jitted on this device: y transposed, a batch, two outputs of one contraction
-  x, bt = rng.standard_normal((257, 1024)).astype(np.float32), rng.standard_normal((255, 1024)).astype(np.float32)
+  x, bt = rng.standard_normal((257, 1024)).astype(np.float32), rng.standard_normal((449, 1024)).astype(np.float32)
   bx, by = rng.standard_normal((3, 13, 1024)).astype(np.float32), rng.standard_normal((3, 1024, 128)).astype(np.float32)
-  p = rng.standard_normal((257, 255)).astype(np.float32)
+  p = rng.standard_normal((257, 449)).astype(np.float32)
   f = lambda x, bt, bx, by, p: (x @ bt.T, bx @ by, p * 0.9 + x @ bt.T, p - 0.5 * (x @ bt.T))
   xy = x.astype(np.float64) @ bt.T.astype(np.float64)
   wants = [xy, np.einsum('bik,bkj->bij', bx.astype(np.float64), by.astype(np.float64)), p * 0.9 + xy, p - 0.5 * xy]

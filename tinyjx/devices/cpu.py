@@ -368,9 +368,13 @@ def _build(cc: str, flags: tuple, source: str, so: str) -> None:
 UNIT = "/* tjx:unit */"    # lower.render.UNIT, the renderer's cut points (the device layer does not import lower)
 SPLIT_MIN_CHARS = 12000    # below this much kernel text one compiler call is quicker than several and a link
 
+def usable_cores() -> int:
+  """The cores this process may run on."""
+  return len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (os.cpu_count() or 1)
+
 def compile_jobs() -> int:
   """How many compiler processes one build runs at once: the cores this process may use."""
-  return len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (os.cpu_count() or 1)
+  return usable_cores()
 
 def split_units(source: str, jobs: int, first: int = 0) -> list[str]:
   """`source` as up to `jobs` translation units of about equal size, each the common prelude (the text before the
@@ -418,6 +422,11 @@ class CPUDevice(Backend):
   def vector_bytes(self) -> int:
     """SIMD register width the matmul plan tiles for: 64 with AVX-512, else 32 (two 16-byte vectors on NEON)."""
     return 64 if ' avx512f ' in f" {host_cpu()} " and platform.machine() in ('x86_64', 'AMD64') else 32
+
+  @property
+  def cores(self) -> int:
+    """Cores the kernels' threads may use: a matmul plan shares its panels out among them (optimize.wide_tile)."""
+    return usable_cores()
 
   def allocate(self, nbytes: int) -> np.ndarray: return host_empty((nbytes,), np.dtype(np.uint8))[0]
   def free(self, handle) -> None: pass
@@ -1260,7 +1269,7 @@ def thread_count() -> int:
   still looked full.)"""
   now = time.monotonic()
   if now - _auto[0] > 1.0:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (os.cpu_count() or 1)
+    cores = usable_cores()
     others = _others_running()
     _auto[:] = [now, max(1, min(cores, cores - min(others, _auto[2]))), others]
   return _auto[1]

@@ -196,11 +196,12 @@ def _direct_rows(m: int, run: int) -> int:
   return MICRO_ROWS_SCATTERED
 
 def plan_matmul(m: int, n: int, k: int, dtype, outer: int, vector_bytes: int, direct: bool = False,
-                rows: bool = False, run: int = 0, stores: int = 1, row_stride: int = 0) -> MatmulPlan:
+                rows: bool = False, run: int = 0, stores: int = 1, row_stride: int = 0, cores: int = 1) -> MatmulPlan:
   """The tiling of an (m x k) @ (k x n) contraction whose outermost contraction variable has `outer` values.
 
   Tiles are MICRO_ROWS x (two vectors), or half the rows and twice the columns (`wide_tile`) where x is read in
-  place and its rows, `row_stride` bytes apart, would evict each other from L1. x is packed whole unless it is big
+  place and its rows, `row_stride` bytes apart, would evict each other from L1 (and the panels, where they are the
+  parallel work, still go round the machine's `cores` as few times). x is packed whole unless it is big
   and y fits in cache (then y is whole and x streams a panel at a time). A contraction longer than 2 * KC_TARGET runs
   in chunks of the outermost contraction variable of about KC_MATMUL rows, so the whole side's rows of one chunk stay
   in cache while every panel passes (512 rather than 256: half the micro-kernel calls and passes over the result
@@ -249,7 +250,8 @@ direct=False, group=4, x_rows=False, by_rows=False, prefetch=False)
   """
   size, (mr, nr) = dtype.itemsize, _tile(dtype, vector_bytes)
   x_panels = m * k * size > PACK_CACHE and n * k * size <= PACK_CACHE
-  if rows and wide_tile(mr, nr, n, row_stride, x_panels): mr, nr = mr // 2, 2 * nr
+  if rows and wide_tile(mr, nr, n, row_stride, cores if not x_panels and stores == 1 else 0):
+    mr, nr = mr // 2, 2 * nr
   if direct:
     if vector_bytes >= 64: mr = _direct_rows(m, run)
     if -(-n // nr) * nr * k * size <= DIRECT_WHOLE:
@@ -317,9 +319,10 @@ def as_matmul(k: Kernel, device=None) -> None:
   >>> as_matmul(k); type(k.body[0]).__name__, is_matmul(k)
   ('Matmul', True)
   """
-  if (stmts := _matmul_nest(k, getattr(device, 'vector_bytes', 32))) is not None: k.body = stmts
+  if (stmts := _matmul_nest(k, getattr(device, 'vector_bytes', 32), getattr(device, 'cores', 1))) is not None:
+    k.body = stmts
 
-def _matmul_nest(k: Kernel, vector_bytes: int):
+def _matmul_nest(k: Kernel, vector_bytes: int, cores: int = 1):
   """The statements of `as_matmul`, or None where the kernel is no big enough sum of products."""
   loops, inner = _perfect_nest(k.body)
   if not is_reduce_then_store(inner, several=True): return None
@@ -347,7 +350,7 @@ def _matmul_nest(k: Kernel, vector_bytes: int):
   run = _row_run(x, iv) if direct else 0
   plan = plan_matmul(si.arg[1], sj.arg[1], kn, acc.dtype, kv[0].arg[1], vector_bytes, direct,
                      not direct and _rows_in_place(x, kv, acc.dtype), run, 1 + len(also),
-                     _row_stride(x, iv) * acc.dtype.itemsize)
+                     _row_stride(x, iv) * acc.dtype.itemsize, cores)
   skip = _padding_skip(x, kv, k.zero_pads) if plan.direct and not plan.chunked else None
   if skip is not None:   # its variable outermost: the values to skip are one run of the contraction
     kv = [skip[0], *(v for v in kv if v is not skip[0])]
@@ -362,20 +365,24 @@ def _matmul_nest(k: Kernel, vector_bytes: int):
     mm.parallel, stmts[0].parallel = False, True       # many small matmuls: one per thread
   return stmts
 
-def wide_tile(mr: int, nr: int, n: int, row_stride: int, x_panels: bool = False) -> bool:
+def wide_tile(mr: int, nr: int, n: int, row_stride: int, cores: int = 0) -> bool:
   """Whether a matmul whose x is read in place, a block of mr rows `row_stride` bytes apart, takes tiles of mr / 2
   rows and 2 nr columns (four vectors a row): where more than ALIAS_ROWS of the mr rows fall in one L1 set (a row
   stride that is a multiple of L1_SPAN: 1024 float32), each k's twelve lines evict each other before the next
   fifteen k read them again, and every row is read from L2. Six rows share the set's eight ways with the panel.
   Only with 32 registers (12 x 2 accumulators then 6 x 4), where the wider panels pad the columns at most 8/7 as
-  much (n = 200: 256 columns against 224), and where they leave two panels or more to share out unless x streams
-  (`x_panels`: its blocks are the parallel work). On a Zen 4 EPYC (kernel alone, C harness, two threads): the 1024
-  matmul 200 -> 217 GFLOP/s (x's rows 1040 floats apart, 12 x 32 gives the same 217), 1024 x 1024 x 2048 and
-  1024 x 512 x 4096 8%; with no aliasing 6 x 64 was slower (512 x 512 x 512 7%, 256 x 256 x 256 10%: each product
-  reads twice the panel's bytes, from L2). Jitted, 1024 x 1024 x n: n = 128, 192, 200-256, 384, 512 8-25% faster;
-  n = 70 and 96 (128 columns against 96) 10-13% slower, 130 and 160 (192 against 160) 20%: those keep 12 x 32."""
+  much (n = 200: 256 columns against 224), and, where the panels are the parallel work (`cores` > 0: not where x
+  streams or the epilogue runs by rows, whose blocks of x are), where the half as many panels, each twice the work,
+  take no more turns on `cores` threads: on two, 6 panels of 32 columns are 3 turns each, 3 of 64 2 turns of twice
+  the work. On a Zen 4 EPYC (kernel alone, C harness, two threads): the 1024 matmul 200 -> 217 GFLOP/s (x's rows
+  1040 floats apart, 12 x 32 gives the same 217), 1024 x 1024 x 2048 and 1024 x 512 x 4096 8%; with no aliasing
+  6 x 64 was slower (512 x 512 x 512 7%, 256 x 256 x 256 10%: each product reads twice the panel's bytes, from L2).
+  Jitted, 1024 x 1024 x n (two cores): n = 64, 100, 128, 200, 256, 1024 5-25% faster wide; slower wide were n = 70
+  and 96 (128 columns against 96) 10-13%, 130 and 160 (192 against 160) 20%, 192 15-20% (3 panels against 6), 320
+  7-10% (5 against 10), 448 0-4%: those keep 12 x 32."""
   wide, cols = -(-n // (2 * nr)) * 2 * nr, -(-n // nr) * nr
-  if mr != MICRO_ROWS or row_stride <= 0 or wide * 7 > cols * 8 or (wide == 2 * nr and not x_panels): return False
+  if mr != MICRO_ROWS or row_stride <= 0 or wide * 7 > cols * 8: return False
+  if cores and 2 * -(-wide // (2 * nr * cores)) > -(-cols // (nr * cores)): return False
   return max(collections.Counter(r * row_stride % L1_SPAN // 64 for r in range(mr)).values()) > ALIAS_ROWS
 
 def _row_stride(x: UOp, iv: list) -> int:
