@@ -348,9 +348,9 @@ def _matmul_nest(k: Kernel, vector_bytes: int, cores: int = 1):
   new_store, *also = (Store(st.buf, _rewrite(st.idx, out_map), _rewrite(st.value, out_map), st.valid)
                       for st in inner[2:])
   run = _row_run(x, iv) if direct else 0
-  plan = plan_matmul(si.arg[1], sj.arg[1], kn, acc.dtype, kv[0].arg[1], vector_bytes, direct,
-                     not direct and _rows_in_place(x, kv, acc.dtype), run, 1 + len(also),
-                     _row_stride(x, iv) * acc.dtype.itemsize, cores)
+  rows = not direct and _rows_in_place(x, kv, acc.dtype)
+  plan = plan_matmul(si.arg[1], sj.arg[1], kn, acc.dtype, kv[0].arg[1], vector_bytes, direct, rows, run,
+                     1 + len(also), _row_stride(x, iv) * acc.dtype.itemsize if rows else 0, cores)
   skip = _padding_skip(x, kv, k.zero_pads) if plan.direct and not plan.chunked else None
   if skip is not None:   # its variable outermost: the values to skip are one run of the contraction
     kv = [skip[0], *(v for v in kv if v is not skip[0])]
