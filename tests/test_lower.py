@@ -25,6 +25,26 @@ def test_split_then_merge_of_an_axis_is_free():
   assert unflatten(flat_index((a, b), (12, 5)), (12, 5)) == (a, b)
   assert sym.pretty(unflatten(flat_index((a, b), (12, 5)), (60,))[0]) == "((i1*5)+i2)"
 
+@settings(max_examples=examples(100), deadline=None)
+@given(st.lists(st.integers(2, 5), min_size=2, max_size=4), st.integers(0, 10 ** 6), st.integers(-1, 3))
+def test_an_axis_split_in_several_and_merged_back_is_the_plain_index(factors, seed, drop):
+  """An axis split into several parts (a 3 x 3 kernel's flattened taps: i % 3, (i / 3) % 3, i / 9) and merged back,
+  its terms added in any order, is the plain index (a weight gradient's panel packing divided per element before);
+  with one term left out (`drop`) what remains still evaluates as the arithmetic written."""
+  i = sym.loop_var(0, int(np.prod(factors)) * 3)
+  terms, stride = [], 1
+  for f in factors:
+    terms.append(sym.mul(sym.mod(sym.floordiv(i, stride), f), stride))
+    stride *= f
+  terms.append(sym.mul(sym.floordiv(i, stride), stride))
+  order = np.random.default_rng(seed).permutation(len(terms))
+  kept = [terms[k] for k in order if k != drop]
+  got = sym.add(*kept)
+  if drop < 0: assert got is i, sym.pretty(got)
+  for v in range(i.arg[1]):
+    want = sum(_eval(t, {i: v}) for t in kept)
+    assert _eval(got, {i: v}) == want, (sym.pretty(got), v)
+
 def test_padding_offsets_simplify_through_reshapes():
   r, c = sym.loop_var(0, 2), sym.loop_var(1, 17)
   src = unflatten(flat_index((sym.add(r, sym.const(1)), sym.add(c, sym.const(3))), (4, 25)), (4, 5, 5))

@@ -101,18 +101,24 @@ def from_linear(terms: dict, c: int) -> UOp:
   return out if c == 0 else UOp(Ops.ADD, IDX, (out, const(c)))
 
 def _merge_div_mod(terms: dict) -> tuple[dict, int]:
-  """k*d*(y // d) + k*(y % d) == k*y for y >= 0: undoes a split of an axis followed by a merge."""
-  extra = 0
-  for a in list(terms):
-    if a.op is not Ops.REM or a not in terms or bounds(a.src[0])[0] < 0: continue
-    d = a.src[1].arg[0]
-    q = UOp(Ops.DIV, IDX, (a.src[0], a.src[1]))
-    if terms.get(q) != terms[a] * d: continue
-    k = terms.pop(a)
-    terms.pop(q)
-    inner, c0 = linear(a.src[0])
-    for t, v in inner.items(): terms[t] = terms.get(t, 0) + k * v
-    extra += k * c0
+  """k*d*(y // d) + k*(y % d) == k*y for y >= 0: undoes a split of an axis followed by a merge. y // d is matched
+  as written and in its canonical form (`(i // 3) // 3` is `i // 9`), and a merge can make another: a split in
+  three, `i % 3 + ((i // 3) % 3) * 3 + (i // 9) * 9` (a 3 x 3 kernel's taps flattened), is `i`."""
+  extra, merged = 0, True
+  while merged:
+    merged = False
+    for a in list(terms):
+      if a.op is not Ops.REM or a not in terms or bounds(a.src[0])[0] < 0: continue
+      d = a.src[1].arg[0]
+      q = next((q for q in (UOp(Ops.DIV, IDX, (a.src[0], a.src[1])), floordiv(a.src[0], d))
+                if q is not a and terms.get(q) == terms[a] * d), None)
+      if q is None: continue
+      k = terms.pop(a)
+      terms.pop(q)
+      inner, c0 = linear(a.src[0])
+      for t, v in inner.items(): terms[t] = terms.get(t, 0) + k * v
+      extra += k * c0
+      merged = True
   return {a: v for a, v in terms.items() if v}, extra
 
 def _nonneg_atoms(terms: dict) -> bool:
