@@ -221,7 +221,7 @@ def test_the_pipeline_is_an_ordered_list_of_named_passes():
   assert [n for n, _ in lower.passes('as_matmul', 'estimate')] == [
     'as_matmul', 'unroll_windows', 'merge_nests', 'as_column_reduction', 'as_column_scan', 'split_reductions',
     'stash_shared', 'split_chains', 'tile_transposes',
-    'block_sums', 'pipeline_rows',
+    'block_sums', 'pipeline_rows', 'reduce_in_memory_order',
     'mark_parallel', 'stream_stores', 'spread_reductions', 'grid',
     'estimate']                                   # the sub-passes of optimize, each a named entry
   assert all(callable(fn) for _, fn in lower.PASSES)
@@ -1311,6 +1311,45 @@ def test_a_function_of_a_function_splits_between_them_with_the_same_results(cpu,
     with np.errstate(over='ignore', invalid='ignore'):
       want = ref(*[a.astype(np.float64) for a in args])
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-30, err_msg=str(i))
+
+CHANNEL_SUMS = [  # (shape, dtype, the group of kept values each thread's loop walks an image's runs of; 0: unchanged)
+  ((256, 32, 400), np.float32, 16),     # runs of 1600 bytes: 16 of them make an image's 25 KB
+  ((64, 48, 100), np.float32, 24),      # runs of 400 bytes: at most half the channels, so there are two groups
+  ((128, 32, 100), np.float64, 16),
+  ((128, 16, 20, 20), np.float32, 8),   # H x W merged into one run of 400
+  ((300, 7, 200), np.float32, 0),       # 7 channels: no groups of two or more that leave two groups
+  ((16, 32, 400), np.float32, 0),       # 0.8 MB: in cache already
+  ((64, 32, 4096), np.float32, 0)]      # runs of 16 KB: each is a stream of its own already
+
+@pytest.mark.parametrize('case', range(len(CHANNEL_SUMS)))
+def test_channel_sums_read_each_image_in_order_with_the_same_bits(cpu, case, monkeypatch):
+  """`reduce_in_memory_order`: a sum over every axis but the second of an (N, C, ...) array, big and with short runs
+  per channel, walks groups of channels with the batch outside them (a double array of the group's totals); the
+  mean of a masked array's channels, a sum of squares beside it, a max (its loop reduces straight into the total),
+  and float64 sums (likewise) give the bits of the unchanged kernel on one, two and three threads, and numpy's."""
+  from tinyjx.lower import optimize
+  shape, dt, group = CHANNEL_SUMS[case]
+  rng = np.random.default_rng(case)
+  x, m = rng.standard_normal(shape).astype(dt), rng.standard_normal(shape).astype(dt)
+  axes = tuple(a for a in range(len(shape)) if a != 1)
+  def f(x, m):
+    v = jnp.where(m > 0, x, 0.0)
+    return jnp.mean(v, axis=axes), jnp.sum(x * x, axis=axes), jnp.max(x * 2.0, axis=axes)
+  with tinyjx.Context(JAX_ENABLE_X64=True):
+    jaxpr = tinyjx.make_jaxpr(f)(x, m)
+    exe = cpu.compile_jaxpr(jaxpr)
+    groups = re.findall(r"(double|float) acc\d+\[(\d+)\];", exe.source)
+    kinds = ['double', 'double', 'double' if dt == np.float64 else 'float']     # sums kept in double, the max not
+    assert sorted(groups) == (sorted((t, str(group)) for t in kinds) if group else []), groups
+    with monkeypatch.context() as p:
+      p.setattr(optimize, '_in_memory_order', lambda l, k: None)
+      plain = _run_exe(cpu.compile_jaxpr(jaxpr), x, m, threads=2)
+    for threads in (1, 2, 3):
+      for got, want in zip(_run_exe(exe, x, m, threads=threads), plain): np.testing.assert_array_equal(got, want)
+  x64, m64 = x.astype(np.float64), m.astype(np.float64)
+  np.testing.assert_allclose(plain[0], np.where(m64 > 0, x64, 0).mean(axes), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(plain[1], (x64 * x64).sum(axes), rtol=1e-5)
+  np.testing.assert_array_equal(plain[2], (x * 2).max(axes))
 
 def test_both_loops_of_a_split_chain_are_vectorized(cpu, tmp_path):
   """The two loops of each block of a split gelu are vectorized (GCC's own report on the kernel's source)."""

@@ -32,7 +32,8 @@ from tinyjx.lower.index import build_kernel, NeedsBuffer, Sort
 from tinyjx.lower.memory import plan
 from tinyjx.lower.optimize import (is_matmul, as_matmul, merge_nests, unroll_windows, as_column_reduction,
                                    as_column_scan, split_reductions, stash_shared, split_chains, tile_transposes,
-                                   block_sums, pipeline_rows, mark_parallel, stream_stores, estimate)
+                                   block_sums, pipeline_rows, reduce_in_memory_order, mark_parallel, stream_stores,
+                                   estimate)
 from tinyjx.lower.optimize_gpu import as_grid, spread_reductions, spread_of
 from tinyjx.lower.dialects import RENDERERS
 from tinyjx.lower.runtime import Executable, Slot, KernelCall, InterpretedStep, step_rules
@@ -227,6 +228,7 @@ PASSES = [
   ("tile_transposes", on_kernels(tile_transposes)),  # CPU: a transposed read runs a cache line at a time
   ("block_sums", on_kernels(block_sums)),  # CPU: float32 sums add float32 blocks into a double total, as PYTHON does
   ("pipeline_rows", on_kernels(pipeline_rows)),  # CPU: a row's max runs in the last row's exp loop: loads overlap math
+  ("reduce_in_memory_order", on_kernels(reduce_in_memory_order)),  # CPU: channel sums read images in order
   ("mark_parallel", on_kernels(mark_parallel)),  # CPU: the outermost independent loop with enough work gets threads
   ("stream_stores", on_kernels(stream_stores)),  # CPU: a kernel that stores far more than the caches hold bypasses them
   ("spread_reductions", do_spread_reductions),  # GPU: a long full reduction runs on many work groups, then one
@@ -242,8 +244,8 @@ def passes(first: str | None = None, last: str | None = None) -> list:
   """The entries of PASSES from the one named `first` through the one named `last` (by default from the first,
   through the last): a part of the pipeline is always a slice of the one list.
 
-  >>> [name for name, _ in passes('block_sums', 'estimate')]
-  ['block_sums', 'pipeline_rows', 'mark_parallel', 'stream_stores', 'spread_reductions', 'grid', 'estimate']
+  >>> [name for name, _ in passes('pipeline_rows', 'estimate')]
+  ['pipeline_rows', 'reduce_in_memory_order', 'mark_parallel', 'stream_stores', 'spread_reductions', 'grid', 'estimate']
   """
   names = [name for name, _ in PASSES]
   for n in (first, last):

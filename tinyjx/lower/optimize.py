@@ -33,6 +33,9 @@ Each rewrite is `name(kernel, device)` and changes the kernel in place. Each is 
 - `pipeline_rows`: a loop over rows that first reduces each row from memory (softmax's max) and then walks it again
   (the sum of exps) runs each row's first pass inside the row before's second loop: the next row's loads overlap
   this row's arithmetic;
+- `reduce_in_memory_order`: a reduction that keeps an axis lying between the axes it reduces (a batch norm's channel
+  sums over N, H and W) walks groups of adjacent kept values with the outer reduced axis outside, reading memory in
+  order instead of a short run per value and image;
 - `mark_parallel`: the outermost independent loop with enough work runs on all threads (OpenMP), a big one handing
   out its iterations to whichever thread is free (`Loop.dynamic`);
 - `stream_stores`: a kernel that stores STREAM_BYTES or more in blocks (a split chain's second loop, a transpose's
@@ -846,8 +849,9 @@ def split_chains(k: Kernel, device=None, stmts: list | None = None) -> None:
   overlap across elements; split, each loop's chain is short (the gelu: 21 cycles a vector of 8 down to 16 in
   cache, 1.14x at 4M elements). The blocks are small enough that the window holds a whole one, so the next
   block's loads go out while this one's tanh computes: 4M gelu on two AVX-512 cores took 1.15-1.16 ms in blocks of
-  256, 0.98-1.04 in blocks of 64 (in cache too, 6.8 -> 6.3 ns a vector of 16). A function of a function (softplus, `log1p(exp(-|x|))`) is cut between the two
-  instead, whatever the arguments: the first loop runs the inner functions (4M softplus: 7.3 -> 5.4 ms). A value
+  256, 0.98-1.04 in blocks of 64 (in cache too, 6.8 -> 6.3 ns a vector of 16). A function of a function (softplus,
+  `log1p(exp(-|x|))`) is cut between the two instead, whatever the arguments: the first loop runs the inner
+  functions (4M softplus: 7.3 -> 5.4 ms). A value
   of the first loop's work that is not a float (a NaN test) and cheap is computed again in the second, not kept.
   Results do not change: every operation is the same one, in the same order, on the same values.
   `stmts` (default the kernel's body) is the statement list being walked."""
@@ -987,6 +991,72 @@ def _pipelined(rows: Loop, k: Kernel) -> list | None:
     t = sym.loop_var(nv + 2, rows.size - done)
     out.append(Loop(t, _moved(body, {rows.var: sym.add(sym.const(done), t)})))
   return out
+
+ORDER_RUN_BYTES = 8 << 10        # runs of one kept value shorter than this are walked in groups, reduced axis outside
+ORDER_GROUP_BYTES = 16 << 10     # bytes of adjacent runs a group reads at a time (an image's run of channels)
+ORDER_MIN_BYTES = 1 << 20        # bytes the reduction reads: less is in cache already, where the order matters less
+
+def reduce_in_memory_order(k: Kernel, device=None) -> None:
+  """A reduction that keeps an axis lying between the axes it sums (a batch norm's statistics or a bias gradient of
+  an (N, C, H, W) array: a sum over N, H and W for each channel) reads, for one kept value, a short run (H x W
+  elements) then jumps a whole image: every run starts a new stream for the prefetcher, and memory waits on each
+  (a CNN step's 32 x 24 x 24 channel sums at batch 256 took 1.6 ms for 38 MB). Such a loop walks the kept values in
+  groups of adjacent runs (ORDER_GROUP_BYTES of an image at a time) with the outer summed axis outside the group:
+  a group keeps an array of its totals, and each image adds its partial of each value in turn. Every value's total
+  sees the same partials in the same order, so results do not change; the groups are the parallel work."""
+  for i, s in enumerate(k.body):
+    if isinstance(s, Loop) and (new := _in_memory_order(s, k)) is not None: k.body[i] = new
+
+def _in_memory_order(l0: Loop, k: Kernel) -> Loop | None:
+  """`reduce_in_memory_order`'s loop for the kept loop `l0` (a total declared, one serial loop reducing into it, then
+  stores of it), or None where it is not such a loop, its runs are long or its data small. The total's updates
+  either add partials (a float32 sum's blocks: each adds into its element of the group's array) or are the body of
+  an innermost reduce loop (a float64 sum, a max: the element is loaded into the total's scalar around the loop, so
+  the loop reduces in vector lanes as before); a float32 sum kept in double is read rounded, so it takes partials."""
+  if l0.parallel or l0.serial or l0.acc is not None or len(l0.body) < 3: return None
+  decl, l1, stores = l0.body[0], l0.body[1], l0.body[2:]
+  if not (isinstance(decl, Decl) and decl.size == 0 and isinstance(l1, Loop) and l1.serial and l1.acc is None
+          and not l1.extra and all(isinstance(s, Store) for s in stores)): return None
+  acc, inner = decl.acc, list(walk(l1.body))
+  if not all(isinstance(s, (Loop, Decl, Update, Assign)) for s in inner): return None
+  ups = [s for s in inner if isinstance(s, Update) and s.acc is acc]
+  direct = any(isinstance(s, Loop) and (s.acc is acc or acc in s.extra) for s in inner)
+  wide = acc.arg[1] is Ops.ADD and acc.dtype is dtypes.float32 and acc not in k.narrow_sums
+  if not ups or (direct and wide) or any(s.at is not None for s in ups) or \
+     any(isinstance(s, (Decl, Assign)) and s.acc is acc for s in inner): return None
+  values = [v for s in inner if isinstance(s, (Update, Assign)) for v in (s.value, s.at) if v is not None]
+  if acc in toposort(values): return None                          # (the total is only ever added to)
+  runs = []
+  for n in toposort(values):
+    if n.op is not Ops.LOAD or len(n.src) != 2 or l0.var not in sym.loop_vars(n.src[1]): continue
+    terms = sym.linear(n.src[1])[0]
+    c0, c1 = terms.get(l0.var, 0), terms.get(l1.var, 0)
+    if c0 <= 0 or c1 < c0 * l0.size: return None                  # a kept value's data is not one run per image
+    runs.append(c0 * n.dtype.itemsize)
+  if not runs or max(runs) >= ORDER_RUN_BYTES or max(runs) * l0.size * l1.size < ORDER_MIN_BYTES: return None
+  groups = [d for d in range(2, l0.size // 2 + 1) if l0.size % d == 0]
+  if not groups: return None
+  size = next((d for d in groups if d * max(runs) >= ORDER_GROUP_BYTES), groups[-1])
+  nv, na = _max_var(k.body) + 1, _max_acc(k.body) + 1
+  g, v, w = sym.loop_var(nv, l0.size // size), sym.loop_var(nv + 1, size), sym.loop_var(nv + 2, size)
+  totals = UOp(Ops.DEFINE_ACC, acc.dtype, (), (na, acc.arg[1]))
+  if acc in k.narrow_sums: k.narrow_sums.add(totals)
+  at, out = {l0.var: sym.add(sym.mul(g, size), v)}, {l0.var: sym.add(sym.mul(g, size), w)}
+  element = lambda i: UOp(Ops.INDEX, acc.dtype, (totals, i))
+  if direct: body = [Decl(acc), Assign(acc, None, element(v)), *_moved(l1.body, at), Assign(totals, v, acc)]
+  else: body = _retarget(_moved(l1.body, at), acc, lambda u: Update(totals, u.value, v))
+  sums = Loop(l1.var, [Loop(v, body)], serial=True)
+  # each total goes back into the scalar the stores read (a wide sum's reads round to its dtype; an array's do not),
+  # declared in the loop that assigns it (the renderer hoists what reads a scalar declared outside)
+  ends = [Decl(acc), Assign(acc, None, element(w)), *_moved(stores, out)]
+  return Loop(g, [Decl(totals, size), sums, Loop(w, ends)])
+
+def _retarget(stmts: list, acc: UOp, update) -> list:
+  """`stmts` with every update of `acc` (in loops too) replaced by `update(it)`."""
+  def one(s):
+    if isinstance(s, Loop): return dataclasses.replace(s, body=_retarget(s.body, acc, update))
+    return update(s) if isinstance(s, Update) and s.acc is acc else s
+  return [one(s) for s in stmts]
 
 def estimate(k: Kernel, slot_bytes: dict) -> None:
   """The kernel's work estimates (any device): the bytes of the buffers it touches, its operations."""
