@@ -1314,7 +1314,7 @@ def test_a_function_of_a_function_splits_between_them_with_the_same_results(cpu,
 
 CHANNEL_SUMS = [  # (shape, dtype, the group of kept values each thread's loop walks an image's runs of; 0: unchanged)
   ((256, 32, 400), np.float32, 16),     # runs of 1600 bytes: 16 of them make an image's 25 KB
-  ((64, 48, 100), np.float32, 24),      # runs of 400 bytes: at most half the channels, so there are two groups
+  ((64, 48, 100), np.float32, 24),      # runs of 400 bytes: at most half the channels (two cores: two groups)
   ((128, 32, 100), np.float64, 16),
   ((128, 16, 20, 20), np.float32, 8),   # H x W merged into one run of 400
   ((300, 7, 200), np.float32, 0),       # 7 channels: no groups of two or more that leave two groups
@@ -1324,31 +1324,37 @@ CHANNEL_SUMS = [  # (shape, dtype, the group of kept values each thread's loop w
 @pytest.mark.parametrize('case', range(len(CHANNEL_SUMS)))
 def test_channel_sums_read_each_image_in_order_with_the_same_bits(cpu, case, monkeypatch):
   """`reduce_in_memory_order`: a sum over every axis but the second of an (N, C, ...) array, big and with short runs
-  per channel, walks groups of channels with the batch outside them (a double array of the group's totals); the
-  mean of a masked array's channels, a sum of squares beside it, a max (its loop reduces straight into the total),
-  and float64 sums (likewise) give the bits of the unchanged kernel on one, two and three threads, and numpy's."""
+  per channel, walks groups of channels with the batch outside them (an array of the group's totals); the mean of a
+  masked array's channels, a sum that reads a per-channel input in its loop (a batch norm's gradient reads the
+  mean), a max (its loop reduces straight into the total) and float64 sums (likewise) give the bits of the unchanged
+  kernel on one, two and three threads, and numpy's."""
   from tinyjx.lower import optimize
+  monkeypatch.setattr(type(cpu), 'cores', property(lambda self: 2))      # (the groups: two a core at most)
   shape, dt, group = CHANNEL_SUMS[case]
   rng = np.random.default_rng(case)
   x, m = rng.standard_normal(shape).astype(dt), rng.standard_normal(shape).astype(dt)
+  mu = rng.standard_normal(shape[1]).astype(dt)
   axes = tuple(a for a in range(len(shape)) if a != 1)
-  def f(x, m):
+  bshape = (1, shape[1]) + (1,) * (len(shape) - 2)
+  def f(x, m, mu):
     v = jnp.where(m > 0, x, 0.0)
-    return jnp.mean(v, axis=axes), jnp.sum(x * x, axis=axes), jnp.max(x * 2.0, axis=axes)
+    centred = (x - mu.reshape(bshape)) * m                  # reads each channel's mean in the loop
+    return jnp.mean(v, axis=axes), jnp.sum(centred, axis=axes), jnp.max(x * 2.0, axis=axes)
   with tinyjx.Context(JAX_ENABLE_X64=True):
-    jaxpr = tinyjx.make_jaxpr(f)(x, m)
+    jaxpr = tinyjx.make_jaxpr(f)(x, m, mu)
     exe = cpu.compile_jaxpr(jaxpr)
     groups = re.findall(r"(double|float) acc\d+\[(\d+)\];", exe.source)
     kinds = ['double', 'double', 'double' if dt == np.float64 else 'float']     # sums kept in double, the max not
     assert sorted(groups) == (sorted((t, str(group)) for t in kinds) if group else []), groups
     with monkeypatch.context() as p:
-      p.setattr(optimize, '_in_memory_order', lambda l, k: None)
-      plain = _run_exe(cpu.compile_jaxpr(jaxpr), x, m, threads=2)
+      p.setattr(optimize, '_in_memory_order', lambda *a: None)
+      plain = _run_exe(cpu.compile_jaxpr(jaxpr), x, m, mu, threads=2)
     for threads in (1, 2, 3):
-      for got, want in zip(_run_exe(exe, x, m, threads=threads), plain): np.testing.assert_array_equal(got, want)
+      for got, want in zip(_run_exe(exe, x, m, mu, threads=threads), plain): np.testing.assert_array_equal(got, want)
   x64, m64 = x.astype(np.float64), m.astype(np.float64)
   np.testing.assert_allclose(plain[0], np.where(m64 > 0, x64, 0).mean(axes), rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(plain[1], (x64 * x64).sum(axes), rtol=1e-5)
+  terms = (x64 - mu.astype(np.float64).reshape(bshape)) * m64
+  np.testing.assert_allclose(plain[1], terms.sum(axes), rtol=1e-5, atol=1e-6 * np.abs(terms).sum(axes).max())
   np.testing.assert_array_equal(plain[2], (x * 2).max(axes))
 
 def test_both_loops_of_a_split_chain_are_vectorized(cpu, tmp_path):

@@ -1003,11 +1003,13 @@ def reduce_in_memory_order(k: Kernel, device=None) -> None:
   (a CNN step's 32 x 24 x 24 channel sums at batch 256 took 1.6 ms for 38 MB). Such a loop walks the kept values in
   groups of adjacent runs (ORDER_GROUP_BYTES of an image at a time) with the outer summed axis outside the group:
   a group keeps an array of its totals, and each image adds its partial of each value in turn. Every value's total
-  sees the same partials in the same order, so results do not change; the groups are the parallel work."""
+  sees the same partials in the same order, so results do not change; the groups are the parallel work, two at
+  least and as many as the machine's cores."""
+  cores = getattr(device, 'cores', 1)
   for i, s in enumerate(k.body):
-    if isinstance(s, Loop) and (new := _in_memory_order(s, k)) is not None: k.body[i] = new
+    if isinstance(s, Loop) and (new := _in_memory_order(s, k, cores)) is not None: k.body[i] = new
 
-def _in_memory_order(l0: Loop, k: Kernel) -> Loop | None:
+def _in_memory_order(l0: Loop, k: Kernel, cores: int = 1) -> Loop | None:
   """`reduce_in_memory_order`'s loop for the kept loop `l0` (a total declared, one serial loop reducing into it, then
   stores of it), or None where it is not such a loop, its runs are long or its data small. The total's updates
   either add partials (a float32 sum's blocks: each adds into its element of the group's array) or are the body of
@@ -1031,10 +1033,11 @@ def _in_memory_order(l0: Loop, k: Kernel) -> Loop | None:
     if n.op is not Ops.LOAD or len(n.src) != 2 or l0.var not in sym.loop_vars(n.src[1]): continue
     terms = sym.linear(n.src[1])[0]
     c0, c1 = terms.get(l0.var, 0), terms.get(l1.var, 0)
+    if c1 == 0: continue                                          # (a per-channel parameter: a batch norm's mean)
     if c0 <= 0 or c1 < c0 * l0.size: return None                  # a kept value's data is not one run per image
     runs.append(c0 * n.dtype.itemsize)
   if not runs or max(runs) >= ORDER_RUN_BYTES or max(runs) * l0.size * l1.size < ORDER_MIN_BYTES: return None
-  groups = [d for d in range(2, l0.size // 2 + 1) if l0.size % d == 0]
+  groups = [d for d in range(2, l0.size // max(2, cores) + 1) if l0.size % d == 0]   # (a group or more a core)
   if not groups: return None
   size = next((d for d in groups if d * max(runs) >= ORDER_GROUP_BYTES), groups[-1])
   nv, na = _max_var(k.body) + 1, _max_acc(k.body) + 1
