@@ -947,6 +947,10 @@ def _vector_reduction(l: Loop) -> bool:
   return bool(accs) and all(a.dtype in (dtypes.float32, dtypes.float64) for a in accs) and \
     all(isinstance(b, Assign) or (isinstance(b, Update) and b.at is None) for b in l.body)
 
+def _kept_wide(acc: UOp, k: Kernel) -> bool:
+  """`acc` is a float32 sum the renderer keeps in double (`block_sums`' totals), whose reads round to float32."""
+  return acc.arg[1] is Ops.ADD and acc.dtype is dtypes.float32 and acc not in k.narrow_sums
+
 def _pipelined(rows: Loop, k: Kernel) -> list | None:
   """The statements of `pipeline_rows` for loop `rows`, or None where it has no such pair of passes."""
   if rows.serial or rows.parallel or rows.size < 2 * PIPELINE_CHUNK_ROWS: return None
@@ -961,8 +965,7 @@ def _pipelined(rows: Loop, k: Kernel) -> list | None:
      any(isinstance(b, Loop) for b in first.body + second.body): return None
   if not all(isinstance(b, Update) and b.acc is acc for b in first.body) or \
      any(isinstance(s, (Update, Assign)) and s.acc is acc for s in walk(body[at[0] + 1:])): return None
-  # (a float32 sum kept in double: copied out of `ahead`, it would be read rounded to float32)
-  if acc.arg[1] is Ops.ADD and acc.dtype is dtypes.float32 and acc not in k.narrow_sums: return None
+  if _kept_wide(acc, k): return None                # (copied out of `ahead`, it would be read rounded to float32)
   values = [b.value for b in first.body]
   nodes = toposort(values)
   if any(n.op in (Ops.DEFINE_ACC, Ops.INDEX) for n in nodes) or any(_reads_outputs(v, k) for v in values) or \
@@ -1023,13 +1026,12 @@ def _in_memory_order(l0: Loop, k: Kernel, cores: int = 1) -> Loop | None:
   if not all(isinstance(s, (Loop, Decl, Update, Assign)) for s in inner): return None
   ups = [s for s in inner if isinstance(s, Update) and s.acc is acc]
   direct = any(isinstance(s, Loop) and (s.acc is acc or acc in s.extra) for s in inner)
-  wide = acc.arg[1] is Ops.ADD and acc.dtype is dtypes.float32 and acc not in k.narrow_sums
-  if not ups or (direct and wide) or any(s.at is not None for s in ups) or \
+  if not ups or (direct and _kept_wide(acc, k)) or any(s.at is not None for s in ups) or \
      any(isinstance(s, (Decl, Assign)) and s.acc is acc for s in inner): return None
-  values = [v for s in inner if isinstance(s, (Update, Assign)) for v in (s.value, s.at) if v is not None]
-  if acc in toposort(values): return None                          # (the total is only ever added to)
+  nodes = toposort([v for s in inner if isinstance(s, (Update, Assign)) for v in (s.value, s.at) if v is not None])
+  if acc in nodes: return None                                     # (the total is only ever added to)
   runs = []
-  for n in toposort(values):
+  for n in nodes:
     if n.op is not Ops.LOAD or len(n.src) != 2 or l0.var not in sym.loop_vars(n.src[1]): continue
     terms = sym.linear(n.src[1])[0]
     c0, c1 = terms.get(l0.var, 0), terms.get(l1.var, 0)

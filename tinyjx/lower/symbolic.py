@@ -109,10 +109,12 @@ def _merge_div_mod(terms: dict) -> tuple[dict, int]:
     merged = False
     for a in list(terms):
       if a.op is not Ops.REM or a not in terms or bounds(a.src[0])[0] < 0: continue
-      d = a.src[1].arg[0]
-      q = next((q for q in (UOp(Ops.DIV, IDX, (a.src[0], a.src[1])), floordiv(a.src[0], d))
-                if q is not a and terms.get(q) == terms[a] * d), None)
-      if q is None: continue
+      d, want = a.src[1].arg[0], terms[a] * a.src[1].arg[0]
+      q = UOp(Ops.DIV, IDX, (a.src[0], a.src[1]))
+      if terms.get(q) != want:
+        if not any(t.op is Ops.DIV for t in terms): continue      # (no quotient to match: skip building one)
+        q = floordiv(a.src[0], d)
+        if terms.get(q) != want: continue
       k = terms.pop(a)
       terms.pop(q)
       inner, c0 = linear(a.src[0])
