@@ -539,6 +539,47 @@ def test_a_result_one_vector_wide_takes_a_thin_tile_and_matches_numpy(cpu):
     np.testing.assert_allclose(handles[3 * i + 2], wants[i], rtol=tol, atol=tol * np.sqrt(np.prod(ks)),
                                err_msg=plans[i])
 
+def test_a_tile_stored_column_by_column_is_transposed_in_vector_registers(cpu):
+  """`transpose_fn` for every tile a plan makes (12 x 32, 6 x 64, 12 x 16, 10 and 8 rows of a direct plan; float64's
+  12 rows span two vectors of 8 lanes; 32-byte vectors: 6 x 16 and 6 x 8), compiled whatever this machine has, gives
+  numpy's transpose, each column padded to whole vectors; and a plan whose result is stored column by column (a
+  turned thin result, a convolution's channels) calls it and matches numpy."""
+  from tinyjx.lower.matmul import transpose_fn
+  from tinyjx.lower.prelude import C_PRELUDE, SET_THREADS
+  shapes = [('f32', 64, 12, 32), ('f32', 64, 6, 64), ('f32', 64, 12, 16), ('f32', 64, 10, 32), ('f32', 64, 8, 32),
+            ('f64', 64, 12, 16), ('f64', 64, 12, 8), ('f32', 32, 6, 16), ('f64', 32, 6, 8)]
+  defs, calls = [], []
+  for i, (sfx, vb, mr, nr) in enumerate(shapes):
+    t, size = ('float', 4) if sfx == 'f32' else ('double', 8)
+    vec, mask = f"tv{i}", f"tm{i}"
+    defs += [f"typedef {t} {vec} __attribute__((vector_size({vb})));",
+             f"typedef int{8 * size}_t {mask} __attribute__((vector_size({vb})));",
+             transpose_fn(f"t{i}", t, vec, mask, vb // size, mr, nr)]
+    calls.append(f"void tjx_call_{i}(void **a) {{ tjx_tr_t{i}((const {t}*)a[0], ({t}*)a[1]); }}")
+  lib = cpu.compile(C_PRELUDE + "\n".join(defs + calls) + "\n" + SET_THREADS)
+  rng = np.random.default_rng(11)
+  for i, (sfx, vb, mr, nr) in enumerate(shapes):
+    dt = np.float32 if sfx == 'f32' else np.float64
+    lanes = vb // np.dtype(dt).itemsize
+    mrp = -(-mr // lanes) * lanes
+    c, ct = rng.standard_normal((mr, nr)).astype(dt), np.full((nr, mrp), np.nan, dt)
+    cpu.launch(cpu.load(lib, f"tjx_call_{i}"), cpu.arguments(2, {0: c, 1: ct}))
+    np.testing.assert_array_equal(ct[:, :mr], c.T, err_msg=str(shapes[i]))
+    np.testing.assert_array_equal(ct[:, mr:], 0, err_msg=str(shapes[i]))
+  rng = np.random.default_rng(12)
+  x, w = rng.standard_normal((2, 3, 14, 14)).astype(np.float32), rng.standard_normal((16, 3, 3, 3)).astype(np.float32)
+  g, a = rng.standard_normal((512, 10)).astype(np.float32), rng.standard_normal((512, 300)).astype(np.float32)
+  conv = lambda x, w: tinyjx.lax.conv_general_dilated(x, w, (1, 1), 'VALID')
+  with tinyjx.Context(TINYJX_DEVICE='CPU'):
+    for f, args in ((conv, (x, w)), (lambda a, g: a.T @ g, (a, g))):
+      assert 'tjx_tr_f' in cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(*args)).source
+    got_conv, got_grad = np.asarray(tinyjx.jit(conv)(x, w)), np.asarray(tinyjx.jit(lambda a, g: a.T @ g)(a, g))
+  want = np.zeros((2, 16, 12, 12))
+  for i in range(3):
+    for j in range(3): want += np.einsum('nchw,oc->nohw', x[:, :, i:i + 12, j:j + 12].astype(np.float64), w[:, :, i, j])
+  np.testing.assert_allclose(got_conv, want, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(got_grad, a.T.astype(np.float64) @ g, rtol=1e-4, atol=1e-3)
+
 def test_max_and_min_of_a_constant_over_an_empty_axis_is_the_identity(cpu):
   with tinyjx.Context(TINYJX_DEVICE='CPU'):
     assert tinyjx.jit(lambda x: jnp.all(x != 0))(jnp.zeros((0,))).item() is True

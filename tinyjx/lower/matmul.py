@@ -72,6 +72,33 @@ def _index_parts(s: Matmul) -> tuple[UOp, UOp]:
     else: rpart = sym.add(rpart, sym.mul(v, c))
   return kpart, rpart
 
+def transpose_fn(name: str, t: str, vec: str, mask: str, lanes: int, mr: int, nr: int) -> str:
+  """C of `tjx_tr_<name>(c, ct)`: an mr x nr tile c (row-major) as ct[q * mrp + r], mrp = mr rounded up to whole
+  vectors, through vector registers: each lanes x lanes block (rows past mr zeros) is transposed in log2(lanes)
+  rounds, a round of distance d swapping the off-diagonal d x d blocks of every 2d x 2d block (two shuffles per pair
+  of rows d apart), then stored one vector a column. A tile stored column by column then reads each column as a run
+  where it read one element a row, strided (scalar loads and inserts, which cost more than the tile's products in a
+  short contraction: the first convolution's K = 25)."""
+  mrp = -(-mr // lanes) * lanes
+  out = [f"static inline void tjx_tr_{name}(const {t}* restrict c, {t}* restrict ct) {{",
+         f"  for (int jb = 0; jb < {nr // lanes}; jb++) for (int rb = 0; rb < {mrp // lanes}; rb++) {{",
+         f"    {vec} v[{lanes}];",
+         f"    for (int r = 0; r < {lanes}; r++) {{",
+         f"      const int row = rb * {lanes} + r;",
+         f"      if (row < {mr}) memcpy(&v[r], c + row * {nr} + jb * {lanes}, sizeof v[r]);",
+         f"      else v[r] = ({vec}){{0}}; }}"]
+  d = lanes // 2
+  while d:
+    lo = ", ".join(str(lanes + l - d if l & d else l) for l in range(lanes))
+    hi = ", ".join(str(lanes + l if l & d else l + d) for l in range(lanes))
+    for i in (i for i in range(lanes) if not i & d):
+      out += [f"    {{ const {vec} x = v[{i}], y = v[{i + d}];",
+              f"      v[{i}] = TJX_SHUFFLE({mask}, x, y, {lo}); v[{i + d}] = TJX_SHUFFLE({mask}, x, y, {hi}); }}"]
+    d //= 2
+  out += [f"    for (int q = 0; q < {lanes}; q++) memcpy(ct + (jb * {lanes} + q) * {mrp} + rb * {lanes}, &v[q], "
+          "sizeof v[q]);", "  }", "}"]
+  return "\n".join(out)
+
 class MatmulEmitter:
   """Mixed into the C renderer: `matmul(stmt, lines, pad)` and its parts. Uses the renderer's `expr`, `name`,
   `stmt`, `scoped`, `push_scope`/`scopes` and `type_names`; records micro-kernel instantiations in `self.micro`."""
@@ -514,7 +541,7 @@ class MatmulEmitter:
       if not _unit_stride(split[1], 'j'): loops.reverse()
     (v0, n0, *_), (v1, n1, *_) = loops
 
-    def nest(p: str, n1: str, io: str, jo: str = "joff[q]") -> list:
+    def nest(p: str, n1: str, io: str, jo: str = "joff[q]", cv: str = f"c[r * {nr} + q]") -> list:
       # a run (jo or io one more each step) is vectorized (in OpenMP's outlined function the kernel's pointers have
       # lost `restrict`: an epilogue that loads other arrays, an optimizer's update, ran scalar without `omp simd`)
       return [f"{p}for (int64_t {v0} = 0; {v0} < {n0}; {v0}++) {{",
@@ -522,7 +549,7 @@ class MatmulEmitter:
               f"{p}  for (int64_t {v1} = 0; {v1} < {n1}; {v1}++) {{",
               f"{p}    const int64_t i = {ib} * {mr} + r;", f"{p}    const int64_t j = {jb} * {nr} + q;",
               *([f"{p}    const int64_t io = {io}, jo = {jo};"] if split is not None else []),
-              f"{p}    const {t} cv = c[r * {nr} + q];", *store,
+              f"{p}    const {t} cv = {cv};", *store,
               f"{p}  }}", f"{p}}}"]
     if split is None:
       lines += nest(p, n1, "ioff[r]")
@@ -534,11 +561,30 @@ class MatmulEmitter:
                 *nest(p + "  ", str(nr), "ioff[r]", "joff[0] + q"), f"{p}}} else {{",
                 *nest(p + "  ", n1, "ioff[r]"), f"{p}}}"]
       return
-    # stored column by column: where the block's rows are consecutive in the output (a convolution's block within
-    # one image), each column is one run of mr elements from ioff[0], a vector store instead of mr scattered ones
-    lines += [f"{p}if (rows == {mr} && tjx_consecutive(ioff, {mr})) {{", *nest(p + "  ", str(mr), "ioff[0] + r"),
-              f"{p}}} else {{",
-              *nest(p + "  ", n1, "ioff[r]"), f"{p}}}"]
+    # stored column by column: the tile transposed first (`transpose_fn`), so a column is a run of ct; where the
+    # block's rows are consecutive in the output (a convolution's block within one image), each column is one run of
+    # mr elements from ioff[0], a vector store instead of mr scattered ones
+    tr, mrp = self.tile_transpose(s)
+    cv = f"ct[q * {mrp} + r]" if tr else f"c[r * {nr} + q]"
+    if tr: lines += [f"{p}{t} ct[{nr * mrp}] __attribute__((aligned(64)));", f"{p}{tr}(c, ct);"]
+    lines += [f"{p}if (rows == {mr} && tjx_consecutive(ioff, {mr})) {{",
+              *nest(p + "  ", str(mr), "ioff[0] + r", cv=cv), f"{p}}} else {{",
+              *nest(p + "  ", n1, "ioff[r]", cv=cv), f"{p}}}"]
+
+  def tile_transpose(self, s: Matmul) -> tuple[str, int]:
+    """(the name of the plan's tile transpose, `transpose_fn`, recorded in `self.micro` for `render`; the rows of its
+    output's columns), or ('', 0) where the plan's vectors do not divide its tile's columns in a power of two lanes."""
+    plan, sfx = s.plan, 'f64' if s.dtype is dtypes.float64 else 'f32'
+    lanes = plan.vector_bytes // s.dtype.itemsize
+    if lanes < 2 or lanes & (lanes - 1) or plan.nr % lanes: return '', 0
+    t, vec = self.type_names[s.dtype], f"tjx_v{sfx}_{plan.vector_bytes}"
+    mask = f"tjx_vi{8 * s.dtype.itemsize}_{plan.vector_bytes}"
+    name = f"{sfx}_{plan.mr}x{plan.nr}"
+    self.micro.setdefault(vec, f"typedef {t} {vec} __attribute__((vector_size({plan.vector_bytes})));")
+    self.micro.setdefault(mask, f"typedef int{8 * s.dtype.itemsize}_t {mask} "
+                                f"__attribute__((vector_size({plan.vector_bytes})));")
+    self.micro.setdefault(f"tr {name}", transpose_fn(name, t, vec, mask, lanes, plan.mr, plan.nr))
+    return f"tjx_tr_{name}", -(-plan.mr // lanes) * lanes
 
   def split_k(self, s: Matmul, lines, pad, part, a_ptr, b_ptr, t, chunk, ib, jb, frees) -> None:
     """The split-contraction matmul: the plan's fixed groups of chunks run in parallel, each into its own row of

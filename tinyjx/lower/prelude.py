@@ -287,10 +287,14 @@ MATMUL = r"""/* matmul: the micro-kernel keeps an MR x NR tile of results in MR 
 #if defined(__clang__)
 #define TJX_CONTRACT_FN
 #define TJX_CONTRACT_BODY _Pragma("clang fp contract(fast)")
+#define TJX_SHUFFLE(M, x, y, ...) __builtin_shufflevector(x, y, __VA_ARGS__)
 #else
 #define TJX_CONTRACT_FN __attribute__((optimize("O3", "fp-contract=fast")))
 #define TJX_CONTRACT_BODY
+#define TJX_SHUFFLE(M, x, y, ...) __builtin_shuffle(x, y, (M){__VA_ARGS__})
 #endif
+/* TJX_SHUFFLE: lanes of x (0 to L - 1) and y (L to 2L - 1) picked by constant indices of the integer vector type M,
+   in GCC's and clang's spellings (a tile's transpose, `tjx_tr_*`) */
 /* The rest of a matmul kernel (packing, the stores and the epilogue) is elementwise, with no sum to reorder: in a
    quick build (devices/cpu.py tiers, -DTJX_QUICK) GCC compiles it at -Og, in about a third of -O1's time, and its
    results are the optimized build's, bit for bit. */
