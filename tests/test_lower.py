@@ -542,9 +542,10 @@ def test_a_result_one_vector_wide_takes_a_thin_tile_and_matches_numpy(cpu):
 def test_a_tile_stored_column_by_column_is_transposed_in_vector_registers(cpu):
   """`transpose_fn` for every tile a plan makes (12 x 32, 6 x 64, 12 x 16, 10 and 8 rows of a direct plan; float64's
   12 rows span two vectors of 8 lanes; 32-byte vectors: 6 x 16 and 6 x 8), compiled whatever this machine has, gives
-  numpy's transpose, each column padded to whole vectors; and a plan whose result is stored column by column (a
-  turned thin result, a convolution's channels) calls it and matches numpy."""
-  from tinyjx.lower.matmul import transpose_fn
+  numpy's transpose, each column padded to whole vectors; so does its `block_transpose_fn` between strided rows, with
+  a row short; and a plan whose result is stored column by column (a turned thin result, a convolution's channels)
+  calls it and matches numpy."""
+  from tinyjx.lower.matmul import block_transpose_fn, transpose_fn
   from tinyjx.lower.prelude import C_PRELUDE, SET_THREADS
   shapes = [('f32', 64, 12, 32), ('f32', 64, 6, 64), ('f32', 64, 12, 16), ('f32', 64, 10, 32), ('f32', 64, 8, 32),
             ('f64', 64, 12, 16), ('f64', 64, 12, 8), ('f32', 32, 6, 16), ('f64', 32, 6, 8)]
@@ -552,10 +553,13 @@ def test_a_tile_stored_column_by_column_is_transposed_in_vector_registers(cpu):
   for i, (sfx, vb, mr, nr) in enumerate(shapes):
     t, size = ('float', 4) if sfx == 'f32' else ('double', 8)
     vec, mask = f"tv{i}", f"tm{i}"
+    lanes = vb // size
     defs += [f"typedef {t} {vec} __attribute__((vector_size({vb})));",
              f"typedef int{8 * size}_t {mask} __attribute__((vector_size({vb})));",
-             transpose_fn(f"t{i}", t, vec, mask, vb // size, mr, nr)]
-    calls.append(f"void tjx_call_{i}(void **a) {{ tjx_tr_t{i}((const {t}*)a[0], ({t}*)a[1]); }}")
+             block_transpose_fn(f"b{i}", t, vec, mask, lanes), transpose_fn(f"t{i}", f"b{i}", t, lanes, mr, nr)]
+    calls += [f"void tjx_call_{i}(void **a) {{ tjx_tr_t{i}((const {t}*)a[0], ({t}*)a[1]); }}",
+              f"void tjx_block_{i}(void **a) {{ tjx_trb_b{i}((const {t}*)a[0] + 1, {lanes + 5}, ({t}*)a[1] + 2, "
+              f"{lanes + 3}, {lanes - 1}); }}"]
   lib = cpu.compile(C_PRELUDE + "\n".join(defs + calls) + "\n" + SET_THREADS)
   rng = np.random.default_rng(11)
   for i, (sfx, vb, mr, nr) in enumerate(shapes):
@@ -566,6 +570,12 @@ def test_a_tile_stored_column_by_column_is_transposed_in_vector_registers(cpu):
     cpu.launch(cpu.load(lib, f"tjx_call_{i}"), cpu.arguments(2, {0: c, 1: ct}))
     np.testing.assert_array_equal(ct[:, :mr], c.T, err_msg=str(shapes[i]))
     np.testing.assert_array_equal(ct[:, mr:], 0, err_msg=str(shapes[i]))
+    # one block between strided rows: the first lanes - 1 rows of src at column 1, into dst at column 2
+    src, dst = rng.standard_normal((lanes, lanes + 5)).astype(dt), np.full((lanes, lanes + 3), np.nan, dt)
+    cpu.launch(cpu.load(lib, f"tjx_block_{i}"), cpu.arguments(2, {0: src, 1: dst}))
+    want = np.full_like(dst, np.nan)
+    want[:, 2:lanes + 1], want[:, lanes + 1] = src[:lanes - 1, 1:lanes + 1].T, 0
+    np.testing.assert_array_equal(dst, want, err_msg=str(shapes[i]))
   rng = np.random.default_rng(12)
   x, w = rng.standard_normal((2, 3, 14, 14)).astype(np.float32), rng.standard_normal((16, 3, 3, 3)).astype(np.float32)
   g, a = rng.standard_normal((512, 10)).astype(np.float32), rng.standard_normal((512, 300)).astype(np.float32)
@@ -904,8 +914,9 @@ EDGES = (1, 7, 31, 33, 255, 257)
 
 @pytest.mark.parametrize('m, k, n', [(1, 1000, 7), (33, 1000, 31), (7, 257, 255), (31, 2049, 33)])
 def test_panels_bigger_than_l1_are_staged_and_match_numpy(cpu, m, k, n):
-  """A panel packed row by row whose bytes pass STAGE_PANEL is staged (its rows computed in order, then moved a
-  STAGE_BLOCK of contraction rows at a time): transposed operands, a computed operand (a relu mask of a gradient),
+  """A panel packed row by row whose bytes pass STAGE_PANEL is staged (its rows computed in order, then moved in
+  blocks of a vector's lanes square through vector registers, `block_transpose_fn`, and the contraction rows past
+  the last whole block one by one): transposed operands, a computed operand (a relu mask of a gradient),
   contraction lengths that do not divide by the block, every tile edge; float32 and float64 against numpy."""
   from tinyjx.lower import matmul
   rng = np.random.default_rng(m + k + n)
@@ -923,6 +934,7 @@ def test_panels_bigger_than_l1_are_staged_and_match_numpy(cpu, m, k, n):
         with tinyjx.Context(TINYJX_DEVICE='CPU'): got = np.asarray(tinyjx.jit(f)(*args))
       np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.sqrt(k), err_msg=f"{m}x{k}x{n} {dt.__name__}")
       if i and 'tjx_mm' in source and k <= 512: assert ('stage[' in source) == (panel > matmul.STAGE_PANEL), (m, k, n)
+      if 'stage[' in source: assert 'tjx_trb_f' in source.split('stage[', 1)[1], (m, k, n)
 
 @pytest.mark.parametrize('m, k, n', sorted({(e, 33, 257) for e in EDGES} | {(255, e, 31) for e in EDGES[1:]} |
                                            {(31, 257, e) for e in EDGES}))
