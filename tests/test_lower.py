@@ -499,49 +499,10 @@ def test_the_wide_tile_matches_numpy_at_every_edge(cpu):
         for g, o in zip(got, tinyjx.jit(f)(x, bt, bx, by, p)): np.testing.assert_array_equal(o, g)
   for g, w in zip(got, wants): np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * 32)
 
-def test_a_result_one_vector_wide_takes_a_thin_tile_and_matches_numpy(cpu):
-  """A result whose columns fit one vector (16 float32 or 8 float64 with 64-byte vectors, 8 and 4 with 32) takes
-  tiles one vector wide: 10 logits pad to 16 columns, not 32. At the edges (1, 7 and a whole vector: thin; one past
-  it: two vectors as before) and in every plan (x read in place, packed, streaming, chunked), compiled for 64-byte
-  vectors whatever this machine has, the products are numpy's."""
-  from tinyjx.lower.render import CRenderer
-  from tinyjx.lower import optimize
-  F64 = dtypes.float64
-  for vb in (32, 64):
-    for dt in (F32, F64):
-      vector = vb // dt.itemsize
-      for n in (1, 7, vector, vector + 1):
-        plan = optimize.plan_matmul(300, n, 300, dt, 300, vb)
-        assert (plan.mr, plan.nr) == (12 if vb == 64 else 6, vector if n <= vector else 2 * vector), (vb, dt, n)
-  # (thin results that pad fewer products turned, a big m, stay thin only where x streams in place)
-  shapes = [(3000, 10, (300,), F32, False), (4000, 7, (200,), F32, False), (2000, 16, (300,), F32, False),
-            (2000, 17, (300,), F32, False), (2000, 3, (1100,), F32, False), (33, 15, (16896,), F32, False),
-            (24, 16, (128,), F32, True), (24, 13, (300,), F32, True), (2000, 8, (300,), F64, False),
-            (100, 7, (100,), F64, True), (33, 9, (257,), F64, False)]
-  kernels, plans = [], []
-  for i, (m, n, ks, dt, xt) in enumerate(shapes):
-    k, mm = _planned(_matmul_kernel(f"k{i}", m, n, ks, dt, slot=3 * i, xt=xt), 64)
-    assert mm.plan.nr == 64 // dt.itemsize * (1 if n <= 64 // dt.itemsize else 2), (m, n, ks)
-    kernels.append(k)
-    plans.append(mm.plan)
-  assert {p.x_panels for p in plans} == {True, False} and {p.chunked for p in plans} == {True, False}
-  assert {p.x_rows for p in plans} == {True, False}
-  src = CRenderer().render(kernels, [list(range(len(kernels)))])
-  assert "f32_12x16, 12, 16)" in src and "f64_12x8, 12, 8)" in src and "f32_12x32, 12, 32)" in src
-  rng, handles, wants = np.random.default_rng(9), {}, []
-  for i, (m, n, ks, dt, xt) in enumerate(shapes):
-    a, b = rng.standard_normal((m, *ks)).astype(dt.np), rng.standard_normal((n, *ks)).astype(dt.np)
-    handles.update({3 * i: a.T.copy() if xt else a, 3 * i + 1: b, 3 * i + 2: np.zeros((m, n), dt.np)})
-    wants.append(a.reshape(m, -1).astype(np.float64) @ b.reshape(n, -1).T.astype(np.float64))
-  cpu.launch(cpu.load(cpu.compile(src), "tjx_run_0"), cpu.arguments(3 * len(shapes), handles))
-  for i, (m, n, ks, dt, xt) in enumerate(shapes):
-    tol = 1e-4 if dt is F32 else 1e-11
-    np.testing.assert_allclose(handles[3 * i + 2], wants[i], rtol=tol, atol=tol * np.sqrt(np.prod(ks)),
-                               err_msg=plans[i])
-
 def test_a_tile_stored_column_by_column_is_transposed_in_vector_registers(cpu):
-  """`transpose_fn` for every tile a plan makes (12 x 32, 6 x 64, 12 x 16, 10 and 8 rows of a direct plan; float64's
-  12 rows span two vectors of 8 lanes; 32-byte vectors: 6 x 16 and 6 x 8), compiled whatever this machine has, gives
+  """`transpose_fn` for every tile a plan makes (12 x 32, 6 x 64, 10 and 8 rows of a direct plan; float64's 12 x 16,
+  whose 12 rows span two vectors of 8 lanes; 32-byte vectors: 6 x 16 and 6 x 8) and for tiles one vector wide
+  (12 x 16 float32, 12 x 8 float64), compiled whatever this machine has, gives
   numpy's transpose, each column padded to whole vectors; so does its `block_transpose_fn` between strided rows, with
   a row short; and a plan whose result is stored column by column (a turned thin result, a convolution's channels)
   calls it and matches numpy."""
@@ -991,10 +952,8 @@ def test_a_weight_gradient_with_its_update_prefetches_and_matches_numpy(cpu, m, 
         if m > 12 and not turned: assert 'panels + bb *' in source, (m, k, n)
         by_rows, in_place = 'panels + bb *' in source, 'tjx_mmr_f' in source
         assert ('tjx_mmp_f' in source) == (by_rows and not in_place), (m, k, n)
-        if 'tjx_mmp_f' in source:          # the lines of a tile's row (2 * vector_bytes, one vector where n fits
-          # one: a thin tile), in each of the six arrays
-          row = cpu.vector_bytes * (1 if n * np.dtype(dt).itemsize <= cpu.vector_bytes else 2)
-          assert source.count('pf[npf++] = ') == 6 * max(1, row // 64)
+        if 'tjx_mmp_f' in source:          # two lines a row of 2 * vector_bytes, in each of the six arrays
+          assert source.count('pf[npf++] = ') == 6 * max(1, 2 * cpu.vector_bytes // 64)
         for threads in (1, 3):
           with tinyjx.Context(TINYJX_THREADS=threads): got = tinyjx.jit(step)(*args)
           for a, b in zip(got, want):

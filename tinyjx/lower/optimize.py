@@ -251,7 +251,7 @@ direct=False, group=4, x_rows=False, by_rows=False, prefetch=False)
   >>> wide = plan_matmul(1024, 1024, 1024, dtypes.float32, 1024, 64, rows=True, row_stride=4096); wide.mr, wide.nr
   (6, 64)
   """
-  size, (mr, nr) = dtype.itemsize, _tile(dtype, vector_bytes, n)
+  size, (mr, nr) = dtype.itemsize, _tile(dtype, vector_bytes)
   x_panels = m * k * size > PACK_CACHE and n * k * size <= PACK_CACHE
   if rows and wide_tile(mr, nr, n, row_stride, cores if not x_panels and stores == 1 else 0):
     mr, nr = mr // 2, 2 * nr
@@ -298,7 +298,7 @@ def _chunks(outer: int, inner: int, target: int = KC_TARGET) -> tuple[int, int]:
 def direct_fits(m: int, n: int, k: int, outer: int, dtype, vector_bytes: int) -> bool:
   """A direct matmul of this shape keeps its packed y in L2: whole, or (chunked, each chunk packed in turn) one
   chunk of every panel while its result tiles fit DIRECT_TILES."""
-  size, (mr, nr) = dtype.itemsize, _tile(dtype, vector_bytes, n)
+  size, (mr, nr) = dtype.itemsize, _tile(dtype, vector_bytes)
   cols = -(-n // nr) * nr
   if cols * k * size <= DIRECT_WHOLE: return True
   rows = _chunks(outer, k // outer)[0] * (k // outer)
@@ -392,12 +392,9 @@ def _row_stride(x: UOp, iv: list) -> int:
   """Elements between consecutive rows of x: its index's step along the innermost row variable (0 if none)."""
   return abs(sym.linear(x.src[1])[0].get(iv[-1], 0)) if x.op is Ops.LOAD and len(x.src) == 2 else 0
 
-def _tile(dtype, vector_bytes: int, n: int = 0) -> tuple[int, int]:
-  """(rows, columns) of a micro-tile for a result `n` columns wide: MICRO_ROWS (MICRO_ROWS_16 with 16 vector
-  registers) x two vectors, or one vector where the columns fit one (`n` > 0): a thin result, ten logits, then pads
-  10 columns to 16, not 32, and each product costs the same (the 512 x 512 x 10 logits 83 -> 52 us)."""
-  vector = vector_bytes // dtype.itemsize
-  return MICRO_ROWS if vector_bytes >= 64 else MICRO_ROWS_16, vector if 0 < n <= vector else 2 * vector
+def _tile(dtype, vector_bytes: int) -> tuple[int, int]:
+  """(rows, columns) of a micro-tile: MICRO_ROWS (MICRO_ROWS_16 with 16 vector registers) x two vectors."""
+  return MICRO_ROWS if vector_bytes >= 64 else MICRO_ROWS_16, 2 * vector_bytes // dtype.itemsize
 
 def _packed_orientation(x: UOp, y: UOp, iv: list, jv: list, kv: list, swap: bool, dtype, vector_bytes: int) -> bool:
   """Whether a packed matmul swaps x and y: `swap` (the output's contiguous axis runs along the vector tile's
@@ -414,8 +411,7 @@ def _packed_orientation(x: UOp, y: UOp, iv: list, jv: list, kv: list, swap: bool
 
 def pads_less_turned(m: int, n: int, dtype, vector_bytes: int) -> bool:
   """An (m x n) result tiled as (n x m) pads at least a quarter fewer products: a thin result (ten logits of a batch)
-  along a tile's 32 columns multiplies 22 columns of zeros, along its 12 rows two. (Counted in two-vector tiles
-  whatever `_tile` then gives the thin side: a transposing pack costs more than the columns a thin tile saves.)"""
+  along a tile's 32 columns multiplies 22 columns of zeros, along its 12 rows two."""
   mr, nr = _tile(dtype, vector_bytes)
   padded = lambda rows, cols: -(-rows // mr) * mr * -(-cols // nr) * nr
   return padded(n, m) * 4 <= padded(m, n) * 3
