@@ -119,6 +119,40 @@ def test_pipelined_rows_of_every_chunk_and_leftover_count(cpu, monkeypatch, rows
   np.testing.assert_array_equal(got, want)
   assert np.isnan(got[::7]).all() and np.isfinite(got[1::7]).all()
 
+@pytest.mark.parametrize('rows,cols,dt', [(16, 256, np.float32), (17, 304, np.float32), (127, 1008, np.float32),
+                                         (513, 336, np.float32), (600, 512, np.float32), (130, 704, np.float64)])
+def test_a_row_softmax_computes_each_rows_results_in_the_next_rows_loop(cpu, monkeypatch, rows, cols, dt):
+  """optimize.defer_row_stores: where a pipelined softmax streams its results, each row's division by its sum runs
+  inside the next row's exp loop (the row buffer doubled, rows alternating halves), the chunk's last row after it.
+  With the byte floors lifted, at sizes that make chunks of 2 and of 9 rows, leftover rows, rows of 1 to 4 KB (whole
+  cache lines: a row that is not streams nothing, and is left as it is), and float64: NaN and infinite rows wherever
+  they fall (a chunk's first and last rows), the same bits as the kernel without the rewrite, on one, two and three
+  threads, and numpy's values."""
+  from tinyjx.lower import optimize
+  x = np.random.default_rng(rows + cols).standard_normal((rows, cols)).astype(dt)
+  x[::7, cols // 2] = np.nan
+  x[8, 3], x[rows - 1, 1], x[5] = np.inf, np.nan, -np.inf
+  f = lambda x: nn.softmax(x, axis=-1)
+  monkeypatch.setattr(optimize, 'PIPELINE_MIN_BYTES', 0)
+  monkeypatch.setattr(optimize, 'STREAM_BYTES', 0)
+  with tinyjx.Context(JAX_ENABLE_X64=True):
+    exe = compiled(cpu, f, x)
+    kernel = exe.source[exe.source.index('static void k0'):exe.source.index('void tjx_run_0')]
+    assert re.search(rf'\w+\[{2 * cols}\];', kernel) and re.search(r'% 2LL', kernel), (rows, cols)
+    assert kernel.count('tjx_stream_') >= 2           # a later row's and the chunk's last row's (and leftovers')
+    got = [run(exe, x)[0]]
+    for threads in (1, 3):
+      with tinyjx.Context(TINYJX_THREADS=threads): got.append(run(compiled(cpu, f, x), x)[0])
+    monkeypatch.setattr(optimize, '_deferred', lambda rows, k: None)
+    plain = compiled(cpu, f, x)
+  assert plain.source != exe.source
+  want = run(plain, x)[0]
+  for g in got: np.testing.assert_array_equal(g, want)
+  ok = np.isfinite(x).all(axis=1)
+  z = x[ok].astype(np.float64) - x[ok].max(-1, keepdims=True)
+  np.testing.assert_allclose(got[0][ok], np.exp(z) / np.exp(z).sum(-1, keepdims=True), rtol=2e-5, atol=2e-6)
+  assert np.isnan(got[0][~ok]).all()
+
 def test_small_rows_are_not_pipelined(cpu):
   exe = compiled(cpu, lambda x: nn.softmax(x, axis=-1), rand(64, 512))      # 128 KB: in cache already
   assert not re.search(r'reduction\(\+:acc\d+\) reduction', exe.source)

@@ -222,7 +222,7 @@ def test_the_pipeline_is_an_ordered_list_of_named_passes():
     'as_matmul', 'unroll_windows', 'merge_nests', 'as_column_reduction', 'as_column_scan', 'split_reductions',
     'stash_shared', 'split_chains', 'tile_transposes',
     'block_sums', 'pipeline_rows', 'reduce_in_memory_order',
-    'mark_parallel', 'stream_stores', 'spread_reductions', 'grid',
+    'mark_parallel', 'stream_stores', 'defer_row_stores', 'spread_reductions', 'grid',
     'estimate']                                   # the sub-passes of optimize, each a named entry
   assert all(callable(fn) for _, fn in lower.PASSES)
   with pytest.raises(KeyError, match="no lowering pass 'optimize'"): lower.passes(last='optimize')

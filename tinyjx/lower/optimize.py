@@ -40,6 +40,8 @@ Each rewrite is `name(kernel, device)` and changes the kernel in place. Each is 
   out its iterations to whichever thread is free (`Loop.dynamic`);
 - `stream_stores`: a kernel that stores STREAM_BYTES or more in blocks (a split chain's second loop, a transpose's
   cache line) writes them with streaming stores, past the caches (a `Stream` statement);
+- `defer_row_stores`: in pipelined rows whose results are streamed (softmax's division by the sum), each row's
+  results are computed inside the next row's second loop, where the divisions overlap its arithmetic;
 - `estimate(kernel, slot_bytes)`, a pass on every device: work estimates (flops, bytes) for DEBUG=2, the counters
   and VIZ.
 Loops marked `serial` (reductions, scatters with duplicate indices) are never run in parallel.
@@ -141,6 +143,85 @@ def stream_stores(k: Kernel, device=None) -> None:
     base = sym.resimplify(substitute([st.idx], {loop.var: sym.const(0)})[0])
     stmts[i:i + 1] = [Local(acc, loop.size), Loop(loop.var, [Assign(acc, loop.var, st.value)]),
                       Stream(st.buf, base, acc, loop.size)]
+
+def defer_row_stores(k: Kernel, device=None) -> None:
+  """In a chunk of rows `pipeline_rows` made (a serial loop over rows whose second loop also reduces the next row),
+  a row's last pass, which streams its results past the caches (`stream_stores`) from the second loop's row buffer
+  and the row's totals (softmax's division by the sum), computes them inside the next row's second loop instead.
+  After that loop, the division pass kept the divider busy while the multiply-add units idled (64 divisions a
+  1024-float row); inside it, the two overlap. The row buffer is doubled (rows alternate halves), the totals the
+  pass reads are kept for the next row (`prev`, copied into the row's own scalars: the renderer never hoists them
+  out of the row loop), the chunk's first row runs before the loop without results, and its last row's results are
+  computed after it. Every result is the same operation on the same values: results do not change. A row softmax of
+  4096 x 1024 float32 (jitted, alternated): 1.11-1.20 -> 0.91-1.02 ms median. Rows whose results stay in cache gain
+  nothing (1024 x 1024 ran 0.218 ms either way) and are left as they are."""
+  for s in walk(k.body):
+    if isinstance(s, Loop):
+      for i, r in enumerate(s.body):
+        if isinstance(r, Loop) and r.serial and (new := _deferred(r, k)) is not None:
+          s.body[i:i + 1] = new
+          return
+
+def _deferred(rows: Loop, k: Kernel) -> list | None:
+  """The statements replacing `rows` for `defer_row_stores`, or None where its body is not such a row."""
+  body = rows.body
+  loops = [j for j, st in enumerate(body) if isinstance(st, Loop)]
+  if rows.size < 2 or len(loops) != 2 or loops[1] < 1: return None
+  a, last, out, stream = body[loops[0]], body[loops[1]], body[loops[1] - 1], body[loops[1] + 1:]
+  if not a.extra or a.acc is None or last.acc is not None or len(last.body) != 1 or last.size != a.size: return None
+  st = last.body[0]
+  if not (isinstance(st, Assign) and st.at is last.var and isinstance(out, Local) and out.acc is st.acc and
+          len(stream) == 1 and isinstance(stream[0], Stream) and stream[0].acc is st.acc): return None
+  # the row buffer: a Local of the row, assigned whole by the second loop at its variable
+  bufs = [b for b in a.body if isinstance(b, Assign) and b.at is a.var]
+  locals_ = {d.acc: d for d in body if isinstance(d, Local)}
+  if len(bufs) != 1 or bufs[0].acc not in locals_ or locals_[bufs[0].acc].size != a.size: return None
+  buf, n, value, base = bufs[0].acc, a.size, st.value, stream[0].base
+  nodes = toposort([value])
+  if any(x.op is Ops.INDEX and (x.src[0] is not buf or x.src[1] is not last.var) for x in nodes) or \
+     _reads_outputs(value, k): return None
+  # nothing else reads the buffer (it moves into the doubled one); the totals read are numbers kept in a scalar
+  others = [b for b in walk(body) if b is not bufs[0] and b is not st and isinstance(b, (Assign, Update, Store))]
+  if any(buf in toposort([b.value]) for b in others): return None
+  inside = {d.acc for d in walk(body) if isinstance(d, (Decl, Local, Assign, Update))}
+  scalars = [x for x in nodes if x.op is Ops.DEFINE_ACC and x is not buf and x in inside]
+  if any(x in locals_ or x.dtype is dtypes.bool_ for x in scalars): return None
+  nv, na = _max_var(k.body) + 1, _max_acc(k.body) + 1
+  half = UOp(Ops.DEFINE_ACC, buf.dtype, (), (na, None))
+  prev = {x: UOp(Ops.DEFINE_ACC, x.dtype, (), (na + 1 + j, Ops.MAX)) for j, x in enumerate(scalars)}
+  seen = {x: UOp(Ops.DEFINE_ACC, x.dtype, (), (na + 1 + len(scalars) + j, Ops.MAX)) for j, x in enumerate(scalars)}
+  slot = lambda row: sym.const(row.arg[0] % 2 * n) if row.op is Ops.CONST else sym.mul(sym.mod(row, 2), n)
+  def results(row: UOp, at: UOp, totals: dict) -> UOp:
+    """The last pass's value for row `row` at element `at`, its totals read from `totals`."""
+    v = _rewrite(value, {rows.var: row, last.var: at})
+    return substitute([v], {UOp(Ops.INDEX, buf.dtype, (buf, at)): UOp(Ops.INDEX, buf.dtype, (half, sym.add(slot(row),
+                                                                                                            at))),
+                            **totals})[0]
+  def row_body(row: UOp, before: UOp | None) -> list:
+    """The row's statements at row `row` up to its last pass, its buffer in its half; with `before`, the results of
+    that row inside the second loop."""
+    stmts = []
+    for x in _moved(body[:loops[1] - 1], {rows.var: row}):
+      if isinstance(x, Local) and x.acc is buf: continue
+      if isinstance(x, Loop) and x.var is a.var:
+        fill = [Assign(half, sym.add(slot(row), a.var), b.value) if isinstance(b, Assign) and b.acc is buf else b
+                for b in x.body]
+        if before is not None: fill.append(Assign(st.acc, a.var, results(before, a.var, seen)))
+        x = dataclasses.replace(x, body=fill)
+      stmts.append(x)
+    return stmts
+  keep = [Assign(prev[x], None, x) for x in scalars]
+  r2 = sym.loop_var(nv, rows.size - 1)
+  later = [*(s0 for x in scalars for s0 in (Decl(seen[x]), Assign(seen[x], None, prev[x]))),
+           *row_body(sym.add(r2, sym.const(1)), r2), Stream(stream[0].buf, _rewrite(base, {rows.var: r2}), st.acc, n),
+           *keep]
+  end = sym.const(rows.size - 1)
+  # (the first row in a loop of one: its own C block, so its declarations and the renderer's temporaries of them do
+  # not meet the later rows')
+  return [Local(half, 2 * n), Local(st.acc, n), *(Decl(prev[x]) for x in scalars),
+          Loop(sym.loop_var(nv + 1, 1), row_body(sym.const(0), None) + keep, serial=True), Loop(r2, later, serial=True),
+          Loop(last.var, [Assign(st.acc, last.var, results(end, last.var, prev))]),
+          Stream(stream[0].buf, _rewrite(base, {rows.var: end}), st.acc, n)]
 
 def mark_parallel(k: Kernel, device=None) -> None:
   """The outermost independent loops with enough work run on all threads, unless some top-level loop already does.
