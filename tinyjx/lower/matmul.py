@@ -592,18 +592,23 @@ class MatmulEmitter:
               *nest(p + "  ", str(mr), "ioff[0] + r", cv=cv), f"{p}}} else {{",
               *nest(p + "  ", n1, "ioff[r]", cv=cv), f"{p}}}"]
 
+  def vector_type(self, s: Matmul, lanes_of: str = '') -> tuple[str, str]:
+    """(the suffix of the matmul's dtype, the name of the plan's vector type), its typedef recorded in `self.micro`
+    for `render`; with `lanes_of` an integer C type, the vector of that type with as many lanes (shuffle masks)."""
+    sfx, vb = 'f64' if s.dtype is dtypes.float64 else 'f32', s.plan.vector_bytes
+    t, vec = (lanes_of, f"tjx_vi{8 * s.dtype.itemsize}_{vb}") if lanes_of else (self.type_names[s.dtype],
+                                                                                  f"tjx_v{sfx}_{vb}")
+    self.micro.setdefault(vec, f"typedef {t} {vec} __attribute__((vector_size({vb})));")
+    return sfx, vec
+
   def block_transpose(self, s: Matmul) -> tuple[str, int]:
     """(the name of the plan's `block_transpose_fn`, recorded in `self.micro` for `render`, without its prefix;
     its lanes), or ('', 0) where the plan's vectors do not hold a power of two lanes."""
-    plan, sfx = s.plan, 'f64' if s.dtype is dtypes.float64 else 'f32'
-    lanes = plan.vector_bytes // s.dtype.itemsize
+    lanes = s.plan.vector_bytes // s.dtype.itemsize
     if lanes < 2 or lanes & (lanes - 1): return '', 0
-    t, vec = self.type_names[s.dtype], f"tjx_v{sfx}_{plan.vector_bytes}"
-    mask, name = f"tjx_vi{8 * s.dtype.itemsize}_{plan.vector_bytes}", f"{sfx}_{plan.vector_bytes}"
-    self.micro.setdefault(vec, f"typedef {t} {vec} __attribute__((vector_size({plan.vector_bytes})));")
-    self.micro.setdefault(mask, f"typedef int{8 * s.dtype.itemsize}_t {mask} "
-                                f"__attribute__((vector_size({plan.vector_bytes})));")
-    self.micro.setdefault(f"trb {name}", block_transpose_fn(name, t, vec, mask, lanes))
+    (sfx, vec), (_, mask) = self.vector_type(s), self.vector_type(s, f"int{8 * s.dtype.itemsize}_t")
+    name = f"{sfx}_{s.plan.vector_bytes}"
+    self.micro.setdefault(f"trb {name}", block_transpose_fn(name, self.type_names[s.dtype], vec, mask, lanes))
     return name, lanes
 
   def tile_transpose(self, s: Matmul) -> tuple[str, int]:
@@ -611,7 +616,7 @@ class MatmulEmitter:
     output's columns), or ('', 0) where the plan's vectors do not divide its tile's columns in a power of two lanes."""
     block, lanes = self.block_transpose(s)
     if not block or s.plan.nr % lanes: return '', 0
-    name = f"{'f64' if s.dtype is dtypes.float64 else 'f32'}_{s.plan.mr}x{s.plan.nr}"
+    name = f"{self.vector_type(s)[0]}_{s.plan.mr}x{s.plan.nr}"
     self.micro.setdefault(f"tr {name}", transpose_fn(name, block, self.type_names[s.dtype], lanes, s.plan.mr,
                                                      s.plan.nr))
     return f"tjx_tr_{name}", -(-s.plan.mr // lanes) * lanes
@@ -646,11 +651,9 @@ class MatmulEmitter:
   def micro_kernel(self, s: Matmul, prefetch: bool = False) -> str:
     """The name of the plan's micro-kernel (`prefetch`: its prefetching form, whose extra arguments are a table of
     line addresses, `prefetch_table`); its instantiation is recorded in `self.micro` for `render`."""
-    plan, sfx = s.plan, 'f64' if s.dtype is dtypes.float64 else 'f32'
-    t, vec = self.type_names[s.dtype], f"tjx_v{sfx}_{plan.vector_bytes}"
+    plan, (sfx, vec), t = s.plan, self.vector_type(s), self.type_names[s.dtype]
     letter = 'd' if plan.direct else 'r' if plan.x_rows else 'p' if prefetch else ''
     kinds = {'d': "TJX_MICRO_DIRECT", 'r': "TJX_MICRO_ROWS", 'p': "TJX_MICRO_PF"}
     name, kind = f"{sfx}_{plan.mr}x{plan.nr}", kinds.get(letter, "TJX_MICRO")
-    self.micro.setdefault(vec, f"typedef {t} {vec} __attribute__((vector_size({plan.vector_bytes})));")
     self.micro.setdefault(f"{kind} {name}", f"{kind}({t}, {vec}, {name}, {plan.mr}, {plan.nr})")
     return f"tjx_mm{letter}_{name}"

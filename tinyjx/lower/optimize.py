@@ -190,13 +190,12 @@ def _deferred(rows: Loop, k: Kernel) -> list | None:
   half = UOp(Ops.DEFINE_ACC, buf.dtype, (), (na, None))
   prev = {x: UOp(Ops.DEFINE_ACC, x.dtype, (), (na + 1 + j, Ops.MAX)) for j, x in enumerate(scalars)}
   seen = {x: UOp(Ops.DEFINE_ACC, x.dtype, (), (na + 1 + len(scalars) + j, Ops.MAX)) for j, x in enumerate(scalars)}
-  slot = lambda row: sym.const(row.arg[0] % 2 * n) if row.op is Ops.CONST else sym.mul(sym.mod(row, 2), n)
+  slot = lambda row: sym.mul(sym.mod(row, 2), n)          # (constants fold: the chunk's last row's half)
   def results(row: UOp, at: UOp, totals: dict) -> UOp:
     """The last pass's value for row `row` at element `at`, its totals read from `totals`."""
     v = _rewrite(value, {rows.var: row, last.var: at})
-    return substitute([v], {UOp(Ops.INDEX, buf.dtype, (buf, at)): UOp(Ops.INDEX, buf.dtype, (half, sym.add(slot(row),
-                                                                                                            at))),
-                            **totals})[0]
+    moved = UOp(Ops.INDEX, buf.dtype, (half, sym.add(slot(row), at)))
+    return substitute([v], {UOp(Ops.INDEX, buf.dtype, (buf, at)): moved, **totals})[0]
   def row_body(row: UOp, before: UOp | None) -> list:
     """The row's statements at row `row` up to its last pass, its buffer in its half; with `before`, the results of
     that row inside the second loop."""
