@@ -925,13 +925,16 @@ def test_a_small_x_read_in_place_by_rows_matches_numpy(cpu, m, k, n):
 
 @pytest.mark.parametrize('m, k, n', sorted({(e, 33, 257) for e in EDGES} | {(255, e, 31) for e in EDGES[2:]} |
                                            {(33, 257, e) for e in EDGES[1:]}))
-def test_a_weight_gradient_with_its_update_prefetches_and_matches_numpy(cpu, m, k, n):
+def test_a_weight_gradient_with_its_update_prefetches_and_matches_numpy(cpu, monkeypatch, m, k, n):
   """A matmul whose Adam-style update is its epilogue (the parameter and both moments loaded and stored at each
   result) runs by rows, with the prefetching micro-kernel where x is packed (`MatmulPlan.prefetch`: it fetches the
   next tile's lines of all six arrays, a row block's last tile the next block's first): x packed (a weight gradient,
   x.T @ d) or read in place (x given transposed, no prefetch). Every tile edge, float32 and float64, one thread and
-  three, gives numpy's result."""
-  from tinyjx.lower import optimize
+  three, gives numpy's result. Where it prefetches, an optimized build whose compiler has a vector multiply-add runs
+  each whole tile's update between the next tile's contraction rows (`overlapped_tiles`, prefetching each tile's
+  own lines): the same bits as the kernel without that path."""
+  from tinyjx.lower import optimize, matmul
+  from tinyjx.devices.python import NumpyBuffer
   rng = np.random.default_rng(m * 5 + k * 3 + n)
   def update(g, p, mo, v):
     mo, v = 0.9 * mo + 0.1 * g, 0.999 * v + 0.001 * g * g
@@ -952,12 +955,32 @@ def test_a_weight_gradient_with_its_update_prefetches_and_matches_numpy(cpu, m, 
         if m > 12 and not turned: assert 'panels + bb *' in source, (m, k, n)
         by_rows, in_place = 'panels + bb *' in source, 'tjx_mmr_f' in source
         assert ('tjx_mmp_f' in source) == (by_rows and not in_place), (m, k, n)
-        if 'tjx_mmp_f' in source:          # two lines a row of 2 * vector_bytes, in each of the six arrays
-          assert source.count('pf[npf++] = ') == 6 * max(1, 2 * cpu.vector_bytes // 64)
+        overlapped = '#ifdef TJX_VFMA_' in source
+        assert overlapped == ('tjx_mmp_f' in source), (m, k, n)
+        if overlapped:       # two lines a row of 2 * vector_bytes, in each of the six arrays, in both paths' tables
+          assert source.count('pf[npf++] = ') == 2 * 6 * max(1, 2 * cpu.vector_bytes // 64)
         for threads in (1, 3):
           with tinyjx.Context(TINYJX_THREADS=threads): got = tinyjx.jit(step)(*args)
           for a, b in zip(got, want):
             np.testing.assert_allclose(np.asarray(a), b, rtol=tol, atol=tol * np.sqrt(k), err_msg=dt.__name__)
+        if overlapped:     # the same bits either way, with this machine's vectors and with 32-byte ones (AVX2's)
+          jaxpr, width = tinyjx.make_jaxpr(step)(*args), type(cpu).__dict__['vector_bytes']
+          bufs = [NumpyBuffer('CPU:0', a, dtypes.to_dtype(a.dtype)) for a in args]
+          for vb in sorted({cpu.vector_bytes, 32}):
+            monkeypatch.setattr(type(cpu), 'vector_bytes', property(lambda self, vb=vb: vb))
+            bits = []
+            for on in (True, False):
+              monkeypatch.setattr(matmul, 'OVERLAP_EPILOGUE', on)
+              exe = cpu.compile_jaxpr(jaxpr)
+              assert ('#ifdef TJX_VFMA_' in exe.source) == on, vb
+              for threads in (1, 3):
+                with tinyjx.Context(TINYJX_THREADS=threads): bits.append([b.numpy() for b in exe.run(bufs)])
+            for other in bits[1:]:
+              for a, b in zip(bits[0], other): np.testing.assert_array_equal(a, b, err_msg=f"{dt.__name__} {vb}")
+            for a, b in zip(bits[0], want):
+              np.testing.assert_allclose(a, b, rtol=tol, atol=tol * np.sqrt(k), err_msg=f"{dt.__name__} {vb}")
+          monkeypatch.setattr(matmul, 'OVERLAP_EPILOGUE', True)
+          monkeypatch.setattr(type(cpu), 'vector_bytes', width)
 
 @pytest.mark.parametrize('m, k, n', [(512, 64, 10), (257, 33, 7), (10, 40, 300), (33, 255, 9), (7, 31, 257),
                                      (3000, 300, 10), (1001, 257, 7)])

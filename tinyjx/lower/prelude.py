@@ -342,6 +342,28 @@ static inline int tjx_consecutive(const int64_t* off, int64_t n) {
     if (pq < nin) __builtin_prefetch(pf[pq], 0, 3); else __builtin_prefetch(pf[pq], 1, 3); \
     pq++; }
 #define TJX_PF_ARGS const char* const* pf, int nin, int npf
+/* An explicit vector multiply-add (TJX_VFMA_<dtype>_<vector bytes>), for a matmul whose tiles' epilogues run between
+   the next tile's contraction rows, inline in a kernel compiled without contraction (lower/matmul.py
+   `overlapped_tiles`). Defined only in an optimized build (a quick one runs the shared micro-kernels) and where the
+   compiler has the instruction as a builtin, with no header (<immintrin.h> alone takes 0.13 s to compile); where it
+   is not defined the kernel takes the micro-kernel's path. */
+#if !defined(TJX_QUICK) && defined(__clang__) && defined(__has_builtin)
+#if __has_builtin(__builtin_elementwise_fma)
+#define TJX_VFMA_f32_64(a, b, c) __builtin_elementwise_fma(a, b, c)
+#define TJX_VFMA_f64_64(a, b, c) __builtin_elementwise_fma(a, b, c)
+#define TJX_VFMA_f32_32(a, b, c) __builtin_elementwise_fma(a, b, c)
+#define TJX_VFMA_f64_32(a, b, c) __builtin_elementwise_fma(a, b, c)
+#endif
+#elif !defined(TJX_QUICK) && defined(__GNUC__) && defined(__x86_64__)
+#if defined(__AVX512F__)
+#define TJX_VFMA_f32_64(a, b, c) __builtin_ia32_vfmaddps512_mask(a, b, c, (unsigned short)-1, 4)
+#define TJX_VFMA_f64_64(a, b, c) __builtin_ia32_vfmaddpd512_mask(a, b, c, (unsigned char)-1, 4)
+#endif
+#if defined(__FMA__)
+#define TJX_VFMA_f32_32(a, b, c) __builtin_ia32_vfmaddps256(a, b, c)
+#define TJX_VFMA_f64_32(a, b, c) __builtin_ia32_vfmaddpd256(a, b, c)
+#endif
+#endif
 /* A micro-kernel is static in each translation unit, where GCC specializes it for the unit's calls (a copy shared
    by all units made the 1024 matmul 8% slower). A quick build (-DTJX_QUICK), which runs a few times at most, shares
    one: compiled at -O3 it takes longer than most kernels, and every unit compiling it would double that. There the
