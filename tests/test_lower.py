@@ -222,7 +222,7 @@ def test_the_pipeline_is_an_ordered_list_of_named_passes():
     'as_matmul', 'unroll_windows', 'merge_nests', 'as_column_reduction', 'as_column_scan', 'split_reductions',
     'stash_shared', 'split_chains', 'tile_transposes',
     'block_sums', 'pipeline_rows', 'reduce_in_memory_order',
-    'mark_parallel', 'stream_stores', 'defer_row_stores', 'spread_reductions', 'grid',
+    'mark_parallel', 'stream_stores', 'defer_row_stores', 'block_transposes', 'spread_reductions', 'grid',
     'estimate']                                   # the sub-passes of optimize, each a named entry
   assert all(callable(fn) for _, fn in lower.PASSES)
   with pytest.raises(KeyError, match="no lowering pass 'optimize'"): lower.passes(last='optimize')
@@ -1489,6 +1489,41 @@ def test_a_transposed_read_runs_a_cache_line_at_a_time_with_the_same_results(cpu
   assert got.dtype == want.dtype
   np.testing.assert_array_equal(got, want)
   np.testing.assert_array_equal(_run_exe(plain, *args)[0], want)
+
+TRANSPOSE_COPIES = [  # shape, permutation, dtype: a materialized transpose, the source's last axis along `a`
+  ((512, 640), (1, 0), np.float32),
+  ((600, 520), (1, 0), np.float32),          # 520 columns: whole blocks of 8 lanes, not of 16
+  ((520, 600), (1, 0), np.float32),          # 520 rows: each line's tail of 8 (16 lanes) gathered as before
+  ((256, 1000), (1, 0), np.float64),
+  ((64, 48, 80), (2, 1, 0), np.float32),
+  ((300, 512), (1, 0), np.int32),            # no float: left as it is
+]
+
+@pytest.mark.parametrize('case', range(len(TRANSPOSE_COPIES)))
+def test_a_transposed_copy_moves_square_blocks_through_vector_registers(cpu, case, monkeypatch):
+  """`block_transposes`: a copy `tile_transposes` made a cache line of the output at a time moves lanes x lanes
+  blocks through vector registers (`tjx_trb_`), stored (`Transpose`) or streamed past the caches (`stream_stores`'
+  form, where the output's rows are whole lines of float32), with this machine's vectors and with 32-byte ones; a
+  float copy whose source rows do not divide into blocks, and an integer one, keep their gathers. numpy's values,
+  bit for bit, on one thread and three."""
+  from tinyjx.lower import optimize
+  shape, perm, dt = TRANSPOSE_COPIES[case]
+  x = (np.random.default_rng(case).standard_normal(shape) * 100).astype(dt)
+  want, width = np.transpose(x, perm), type(cpu).__dict__['vector_bytes']
+  for vb in sorted({cpu.vector_bytes, 32}):
+    monkeypatch.setattr(type(cpu), 'vector_bytes', property(lambda self, vb=vb: vb))
+    lanes = vb // x.dtype.itemsize
+    for streamed in (False, True):
+      monkeypatch.setattr(optimize, 'STREAM_BYTES', 0 if streamed else 1 << 62)
+      with tinyjx.Context(JAX_ENABLE_X64=True):
+        exe = cpu.compile_jaxpr(tinyjx.make_jaxpr(lambda x: jnp.transpose(x, perm))(x))
+      kernel = exe.source[exe.source.index('static void k0'):]
+      blocks = dt in (np.float32, np.float64) and shape[-1] % lanes == 0
+      assert bool(re.search(rf'tjx_trb_f\d+_{vb}\(b0 \+', kernel)) == blocks, (vb, streamed)
+      lines = want.shape[-1] * want.itemsize % 64 == 0 and 64 // want.itemsize >= optimize.STREAM_MIN  # (float32's)
+      assert ('tjx_stream_' in kernel) == (streamed and lines and dt is not np.int32), (vb, streamed)
+      for threads in (1, 3): np.testing.assert_array_equal(_run_exe(exe, x, threads=threads)[0], want)
+  monkeypatch.setattr(type(cpu), 'vector_bytes', width)
 
 @settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(st.lists(st.sampled_from([1, 3, 16, 17, 33, 64, 100, 257, 300, 600]), min_size=2, max_size=4),

@@ -92,6 +92,20 @@ class Stream:
   acc: UOp                                  # the Local array a loop assigned the block's values to
   size: int
 
+@dataclass(eq=False)
+class Transpose:
+  src: UOp                                  # DEFINE_GLOBAL: a block of `rows` x lanes copied transposed: element c of
+  src_base: UOp                             # row r, src[src_base + r * src_stride + c], to dst[dst_base + c *
+  src_stride: int                           # dst_stride + r], lanes x lanes at a time through vector registers
+  dst: UOp                                  # (optimize.block_transposes; the C renderer's tjx_trb); with `stream`,
+  dst_base: UOp                             # each of dst's lanes rows is stored past the caches (tjx_stream)
+  dst_stride: int
+  lanes: int
+  rows: int
+  stream: bool = False
+  @property
+  def work(self) -> int: return self.lanes * self.rows   # (one store an element, as the loops it replaces)
+
 @dataclass(frozen=True)
 class MatmulPlan:
   """How a `Matmul` is tiled, chosen by optimize (`plan_matmul`) and only written out by lower/matmul.py."""

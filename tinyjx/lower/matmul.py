@@ -19,7 +19,7 @@ import math
 from tinyjx import dtypes
 from tinyjx.uop import UOp, Ops
 from tinyjx.lower import symbolic as sym
-from tinyjx.lower.index import Matmul, Store
+from tinyjx.lower.index import Matmul, Store, Transpose
 from tinyjx.lower.optimize import LINE
 
 def _flat(vars_: list) -> UOp:
@@ -677,23 +677,48 @@ class MatmulEmitter:
               *nest(p + "  ", n1, "ioff[r]", cv=cv), f"{p}}}"]
 
   def vector_type(self, s: Matmul, lanes_of: str = '') -> tuple[str, str]:
-    """(the suffix of the matmul's dtype, the name of the plan's vector type), its typedef recorded in `self.micro`
-    for `render`; with `lanes_of` an integer C type, the vector of that type with as many lanes (shuffle masks)."""
-    sfx, vb = 'f64' if s.dtype is dtypes.float64 else 'f32', s.plan.vector_bytes
-    t, vec = (lanes_of, f"tjx_vi{8 * s.dtype.itemsize}_{vb}") if lanes_of else (self.type_names[s.dtype],
-                                                                                  f"tjx_v{sfx}_{vb}")
+    """(the suffix of the matmul's dtype, the name of the plan's vector type): `vector_type_of` its dtype and width."""
+    return self.vector_type_of(s.dtype, s.plan.vector_bytes, lanes_of)
+
+  def vector_type_of(self, dtype, vb: int, lanes_of: str = '') -> tuple[str, str]:
+    """(the suffix of `dtype`, the name of its vector type of `vb` bytes), its typedef recorded in `self.micro` for
+    `render`; with `lanes_of` an integer C type, the vector of that type with as many lanes (shuffle masks)."""
+    sfx = 'f64' if dtype is dtypes.float64 else 'f32'
+    t, vec = ((lanes_of, f"tjx_vi{8 * dtype.itemsize}_{vb}") if lanes_of else
+              (self.type_names[dtype], f"tjx_v{sfx}_{vb}"))
     self.micro.setdefault(vec, f"typedef {t} {vec} __attribute__((vector_size({vb})));")
     return sfx, vec
 
   def block_transpose(self, s: Matmul) -> tuple[str, int]:
-    """(the name of the plan's `block_transpose_fn`, recorded in `self.micro` for `render`, without its prefix;
-    its lanes), or ('', 0) where the plan's vectors do not hold a power of two lanes."""
-    lanes = s.plan.vector_bytes // s.dtype.itemsize
+    """`block_transpose_of` the matmul's dtype and vector width."""
+    return self.block_transpose_of(s.dtype, s.plan.vector_bytes)
+
+  def block_transpose_of(self, dtype, vb: int) -> tuple[str, int]:
+    """(the name of the `block_transpose_fn` of `dtype` in vectors of `vb` bytes, recorded in `self.micro` for
+    `render`, without its prefix; its lanes), or ('', 0) where such vectors do not hold a power of two lanes."""
+    lanes = vb // dtype.itemsize
     if lanes < 2 or lanes & (lanes - 1): return '', 0
-    (sfx, vec), (_, mask) = self.vector_type(s), self.vector_type(s, f"int{8 * s.dtype.itemsize}_t")
-    name = f"{sfx}_{s.plan.vector_bytes}"
-    self.micro.setdefault(f"trb {name}", block_transpose_fn(name, self.type_names[s.dtype], vec, mask, lanes))
+    (sfx, vec), (_, mask) = self.vector_type_of(dtype, vb), self.vector_type_of(dtype, vb, f"int{8 * dtype.itemsize}_t")
+    name = f"{sfx}_{vb}"
+    self.micro.setdefault(f"trb {name}", block_transpose_fn(name, self.type_names[dtype], vec, mask, lanes))
     return name, lanes
+
+  def transpose(self, s: Transpose, lines: list, pad: str) -> None:
+    """A `Transpose` statement: its lanes x lanes blocks through `block_transpose_fn` straight into the destination,
+    or with `stream` into a block on the stack whose rows are then streamed (tjx_stream) to theirs."""
+    name, lanes = self.block_transpose_of(s.src.dtype, s.lanes * s.src.dtype.itemsize)
+    src, dst, rows = f"b{s.src.arg} + {self.expr(s.src_base)}", f"b{s.dst.arg} + {self.expr(s.dst_base)}", s.rows
+    each = f"for (int r0 = 0; r0 < {rows}; r0 += {lanes}) tjx_trb_{name}({src} + r0 * {s.src_stride}LL, "
+    if not s.stream:
+      lines.append(f"{pad}{each}{s.src_stride}, {dst} + r0, {s.dst_stride}, {lanes});")
+      return
+    t, sfx = self.type_names[s.src.dtype], self.vector_type_of(s.src.dtype, s.lanes * s.src.dtype.itemsize)[0]
+    lines += [f"{pad}{{",
+              f"{pad}  {t} tb[{lanes * rows}] __attribute__((aligned(64)));",
+              f"{pad}  {each}{s.src_stride}, tb + r0, {rows}, {lanes});",
+              f"{pad}  for (int c = 0; c < {lanes}; c++)",
+              f"{pad}    tjx_stream_{sfx}({dst} + c * {s.dst_stride}LL, tb + c * {rows}, {rows});",
+              f"{pad}}}"]
 
   def tile_transpose(self, s: Matmul) -> tuple[str, int]:
     """(the name of the plan's tile transpose, `transpose_fn`, recorded in `self.micro` for `render`; the rows of its

@@ -22,7 +22,8 @@ from __future__ import annotations
 import math
 from tinyjx import dtypes
 from tinyjx.uop import UOp, Ops, toposort
-from tinyjx.lower.index import Loop, Decl, Update, Store, Sort, Matmul, Kernel, Local, Assign, Stream, identity, walk
+from tinyjx.lower.index import (Loop, Decl, Update, Store, Sort, Matmul, Kernel, Local, Assign, Stream, Transpose,
+                                identity, walk)
 from tinyjx.lower import symbolic as sym
 from tinyjx.lower.prelude import C_PRELUDE, SET_THREADS, FAST_F32
 from tinyjx.lower.matmul import MatmulEmitter, dynamic_schedule
@@ -67,7 +68,8 @@ class Scope:
 
 UNIT = "/* tjx:unit */"   # where CRenderer.render's text may be cut into translation units (after the prelude)
 
-def _streams(stmts: list) -> bool: return any(isinstance(s, Stream) for s in walk(stmts))
+def _streams(stmts: list) -> bool:
+  return any(isinstance(s, Stream) or isinstance(s, Transpose) and s.stream for s in walk(stmts))
 
 def _loops_inside(stmts: list) -> bool:
   """Whether `stmts` hold a loop that runs more than once, or holds one (a one-iteration loop is no loop to GCC)."""
@@ -226,6 +228,7 @@ class CRenderer(MatmulEmitter):
       lines.append(f"{pad}tjx_stream_{SUFFIX[s.acc.dtype]}({to}, {self.name(s.acc)}, {s.size});")
     elif isinstance(s, Sort): self.sort(s, lines, pad)
     elif isinstance(s, Matmul): self.matmul(s, lines, pad)
+    elif isinstance(s, Transpose): self.transpose(s, lines, pad)
     else: self.custom(s, lines, depth)
 
   def acc_type(self, acc: UOp) -> str:
