@@ -42,8 +42,9 @@ Each rewrite is `name(kernel, device)` and changes the kernel in place. Each is 
   cache line) writes them with streaming stores, past the caches (a `Stream` statement);
 - `defer_row_stores`: in pipelined rows whose results are streamed (softmax's division by the sum), each row's
   results are computed inside the next row's second loop, where the divisions overlap its arithmetic;
-- `block_transposes`: a transpose's copy, a cache line of the output at a time, moves whole blocks of a vector's
-  lanes square through vector registers (a `Transpose` statement) instead of gathering each line one element a row;
+- `block_transposes`: a transpose's copy, a cache line of the output at a time, moves square blocks (a vector's
+  lanes on a side) through vector registers (a `Transpose` statement) instead of gathering each line one element a
+  row;
 - `estimate(kernel, slot_bytes)`, a pass on every device: work estimates (flops, bytes) for DEBUG=2, the counters
   and VIZ.
 Loops marked `serial` (reductions, scatters with duplicate indices) are never run in parallel.
