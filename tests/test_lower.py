@@ -1456,6 +1456,7 @@ def test_both_loops_of_a_split_chain_are_vectorized(cpu, tmp_path):
 TRANSPOSES = [  # f(xp, *args), the args' shapes and dtypes, whether tile_transposes cuts the nest
   (lambda xp, x: x.T * 2, [((1000, 1000), np.float32)], True),                       # a tail of 8 columns
   (lambda xp, x, y: x.T + y, [((513, 300), np.float32), ((300, 513), np.float32)], True),
+  (lambda xp, x, y: (x.T + y) / 2, [((512, 640), np.float32), ((640, 512), np.float32)], True),  # whole lines
   (lambda xp, x: x.T * 3, [((601, 257), np.float64)], True),                         # 8 per line, a tail of 1
   (lambda xp, x: x.T * 3, [((700, 600), np.int8)], True),                            # 64 per line, wrapping
   (lambda xp, x: x.T * 2, [((520, 520), np.float16)], True),
@@ -1471,7 +1472,9 @@ def test_a_transposed_read_runs_a_cache_line_at_a_time_with_the_same_results(cpu
   """`tile_transposes`: a nest that reads some input across its innermost loop runs that loop in blocks of one
   cache line of the read, outside the loop along which the read is contiguous (a tail nest for the rest of a
   size that is no multiple of the block); nests whose reads come back to their lines while they are in L1, or
-  that are small, are left as they are. Results are numpy's bit for bit either way."""
+  that are small, are left as they are. Results are numpy's bit for bit either way, also with the lines streamed
+  past the caches (`stream_stores`, its floor lifted), where each line's short loop fills a local block and, no
+  elementwise loop over outputs, is left to the compiler to unroll (render.py `loop_open`)."""
   from tinyjx.lower import optimize
   f, specs, tiled = TRANSPOSES[case]
   rng = np.random.default_rng(case)
@@ -1481,6 +1484,14 @@ def test_a_transposed_read_runs_a_cache_line_at_a_time_with_the_same_results(cpu
       return cpu.compile_jaxpr(tinyjx.make_jaxpr(lambda *a: f(jnp, *a))(*args))
   exe = build()
   got = _run_exe(exe, *args)[0]
+  stream_bytes = optimize.STREAM_BYTES
+  monkeypatch.setattr(optimize, 'STREAM_BYTES', 0)
+  streamed = build()
+  monkeypatch.setattr(optimize, 'STREAM_BYTES', stream_bytes)
+  kernel = streamed.source[streamed.source.index('static void k0'):]
+  if tiled and got.dtype in (np.float32, np.float64) and got.shape[-1] * got.itemsize % 64 == 0 and \
+     64 // got.itemsize >= optimize.STREAM_MIN:
+    assert 'tjx_stream_' in kernel and not re.search(r'TJX_KEEP_LOOP\n\s*for [^\n]*\n\s*acc\d+\[', kernel), kernel
   monkeypatch.setattr(optimize, 'TRANSPOSE_MIN_BYTES', 1 << 62)
   plain = build()
   assert (exe.source != plain.source) == tiled
@@ -1488,6 +1499,7 @@ def test_a_transposed_read_runs_a_cache_line_at_a_time_with_the_same_results(cpu
     want = f(np, *args)
   assert got.dtype == want.dtype
   np.testing.assert_array_equal(got, want)
+  np.testing.assert_array_equal(_run_exe(streamed, *args)[0], want)
   np.testing.assert_array_equal(_run_exe(plain, *args)[0], want)
 
 TRANSPOSE_COPIES = [  # shape, permutation, dtype: a materialized transpose, the source's last axis along `a`
