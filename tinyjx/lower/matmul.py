@@ -285,8 +285,8 @@ class MatmulEmitter:
     self.pack_panel(s, part, lines, p2)
     lines.append(f"{pad}  }}")
     table = self.prefetch_table(s, p3) if plan.prefetch else None
-    fma = f"TJX_VFMA_{self.vector_type(s)[0]}_{plan.vector_bytes}"
     if table and OVERLAP_EPILOGUE:
+      fma = f"TJX_VFMA_{self.vector_type(s)[0]}_{plan.vector_bytes}"
       lines.append(f"#ifdef {fma}")
       self.overlapped_tiles(s, lines, pad, a_ptr, t, fma)
       lines.append("#else")
@@ -325,7 +325,7 @@ class MatmulEmitter:
               f"{p3}{t}* restrict c = cb[cur];",
               f"{p3}{{",
               f"{p4}const {t}* restrict xa = {a_ptr};",
-              f"{p4}const {t}* restrict yb = panels + bb * {nr} * K;",
+              f"{p4}const {t}* restrict b = panels + bb * {nr} * K;    /* (TJX_MICRO_ROW's name for y's panel) */",
               f"{p4}{vec} acc[{mr}][{nv}];",
               f"{p4}for (int r = 0; r < {mr}; r++) for (int j = 0; j < {nv}; j++) acc[r][j] = ({vec}){{0}};",
               f"{p4}const int64_t ne = pend ? {ne} : 0;",
@@ -334,12 +334,8 @@ class MatmulEmitter:
               f"{p4}for (int64_t k0 = 0; ; k0 += KS) {{",
               f"{p4}  const int64_t k1 = k0 + KS < K ? k0 + KS : K;",
               f"{p4}  TJX_UNROLL4 for (int64_t k = k0; k < k1; k++) {{",
-              f"{p4}    {vec} bv[{nv}];",
               f"{p4}    TJX_PREFETCH_STEP",
-              f"{p4}    for (int j = 0; j < {nv}; j++) memcpy(&bv[j], yb + k * {nr} + j * {lanes}, sizeof({vec}));",
-              f"{p4}    for (int r = 0; r < {mr}; r++) {{",
-              f"{p4}      {vec} av = xa[k * {mr} + r] - ({vec}){{0}};",
-              f"{p4}      for (int j = 0; j < {nv}; j++) acc[r][j] = {fma}(av, bv[j], acc[r][j]); }} }}",
+              f"{p4}    TJX_MICRO_ROW({vec}, {mr}, {nr}, {nv}, xa[k * {mr} + r], {fma}) }}",
               f"{p4}  if (e < ne) {{"]
     self.epilogue_vector(s, lines, p4 + "    ", t, "cb[cur ^ 1]")
     lines += [f"{p4}    e++;", f"{p4}  }} else if (k1 >= K) break;", f"{p4}}}",

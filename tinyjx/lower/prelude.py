@@ -315,9 +315,18 @@ static inline int tjx_consecutive(const int64_t* off, int64_t n) {
 #else
 #define TJX_UNROLL4
 #endif
-/* The loop of every micro-kernel: the MR x NR tile in acc (continuing c's sums where `more`), then in c. X is x's
-   element at row r of the block and contraction row k; its broadcast is X - 0: x - 0 is x exactly, so it folds
-   (x + 0 turns -0 to +0). */
+/* One contraction row k of an MR x NR tile kept in acc (NV vectors a row): y's row k of the panel b, and X, x's
+   element at row r of the block and contraction row k, broadcast as X - 0 (x - 0 is x exactly, so it folds; x + 0
+   turns -0 to +0); each product added by MAC(a, b, acc): the micro-kernels' TJX_MAC, which their contraction makes
+   one multiply-add, or lower/matmul.py `overlapped_tiles`' explicit TJX_VFMA_*. */
+#define TJX_MAC(a, b, acc) ((acc) + (a) * (b))
+#define TJX_MICRO_ROW(V, MR, NR, NV, X, MAC) { \
+    V bv[NV]; \
+    for (int j = 0; j < NV; j++) memcpy(&bv[j], b + k * NR + j * (NR / NV), sizeof(V)); \
+    for (int r = 0; r < MR; r++) { \
+      V av = (X) - (V){0}; \
+      for (int j = 0; j < NV; j++) acc[r][j] = MAC(av, bv[j], acc[r][j]); } }
+/* The loop of every micro-kernel: the MR x NR tile in acc (continuing c's sums where `more`), then in c. */
 #define TJX_MICRO_LOOP(V, MR, NR, X) TJX_MICRO_LOOP_PF(V, MR, NR, X, )
 #define TJX_MICRO_LOOP_PF(V, MR, NR, X, PF) \
   enum { NV = NR * sizeof(*b) / sizeof(V) }; \
@@ -325,12 +334,8 @@ static inline int tjx_consecutive(const int64_t* off, int64_t n) {
   if (more) memcpy(acc, c, sizeof acc); \
   else for (int r = 0; r < MR; r++) for (int j = 0; j < NV; j++) acc[r][j] = (V){0}; \
   TJX_UNROLL4 for (int64_t k = 0; k < K; k++) { \
-    V bv[NV]; \
     PF \
-    for (int j = 0; j < NV; j++) memcpy(&bv[j], b + k * NR + j * (NR / NV), sizeof(V)); \
-    for (int r = 0; r < MR; r++) { \
-      V av = (X) - (V){0}; \
-      for (int j = 0; j < NV; j++) acc[r][j] += av * bv[j]; } } \
+    TJX_MICRO_ROW(V, MR, NR, NV, X, TJX_MAC) } \
   memcpy(c, acc, sizeof acc);
 /* A prefetching micro-kernel (`MatmulPlan.prefetch`: an epilogue that loads and stores several arrays, an
    optimizer's update) also fetches the lines of those arrays that the next tile's epilogue will touch, one every
