@@ -499,7 +499,13 @@ def test_the_wide_tile_matches_numpy_at_every_edge(cpu):
         for g, o in zip(got, tinyjx.jit(f)(x, bt, bx, by, p)): np.testing.assert_array_equal(o, g)
   for g, w in zip(got, wants): np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * 32)
 
-def test_a_tile_stored_column_by_column_is_transposed_in_vector_registers(cpu):
+def _avx512_plans(cpu, monkeypatch) -> None:
+  """Plan for AVX-512's 64-byte vectors on any machine: a test whose asserts name the kernels that plan takes (12-row
+  tiles, which paths a shape gets) checks the same source on an AVX2 machine too, where GCC runs those vectors as
+  pairs of registers (the same values; the native width's plans are checked by every other test)."""
+  monkeypatch.setattr(type(cpu), 'vector_bytes', property(lambda self: 64))
+
+def test_a_tile_stored_column_by_column_is_transposed_in_vector_registers(cpu, monkeypatch):
   """`transpose_fn` for every tile a plan makes (12 x 32, 6 x 64, 10 and 8 rows of a direct plan; float64's 12 x 16,
   whose 12 rows span two vectors of 8 lanes; 32-byte vectors: 6 x 16 and 6 x 8) and for tiles one vector wide
   (12 x 16 float32, 12 x 8 float64), compiled whatever this machine has, gives
@@ -537,6 +543,7 @@ def test_a_tile_stored_column_by_column_is_transposed_in_vector_registers(cpu):
     want = np.full_like(dst, np.nan)
     want[:, 2:lanes + 1], want[:, lanes + 1] = src[:lanes - 1, 1:lanes + 1].T, 0
     np.testing.assert_array_equal(dst, want, err_msg=str(shapes[i]))
+  _avx512_plans(cpu, monkeypatch)
   rng = np.random.default_rng(12)
   x, w = rng.standard_normal((2, 3, 14, 14)).astype(np.float32), rng.standard_normal((16, 3, 3, 3)).astype(np.float32)
   g, a = rng.standard_normal((512, 10)).astype(np.float32), rng.standard_normal((512, 300)).astype(np.float32)
@@ -874,11 +881,12 @@ def _lax():
 EDGES = (1, 7, 31, 33, 255, 257)
 
 @pytest.mark.parametrize('m, k, n', [(1, 1000, 7), (33, 1000, 31), (7, 257, 255), (31, 2049, 33)])
-def test_panels_bigger_than_l1_are_staged_and_match_numpy(cpu, m, k, n):
+def test_panels_bigger_than_l1_are_staged_and_match_numpy(cpu, monkeypatch, m, k, n):
   """A panel packed row by row whose bytes pass STAGE_PANEL is staged (its rows computed in order, then moved in
   blocks of a vector's lanes square through vector registers, `block_transpose_fn`, and the contraction rows past
   the last whole block one by one): transposed operands, a computed operand (a relu mask of a gradient),
   contraction lengths that do not divide by the block, every tile edge; float32 and float64 against numpy."""
+  _avx512_plans(cpu, monkeypatch)
   from tinyjx.lower import matmul
   rng = np.random.default_rng(m + k + n)
   for dt, tol in ((np.float32, 1e-4), (np.float64, 1e-11)):
@@ -933,6 +941,7 @@ def test_a_weight_gradient_with_its_update_prefetches_and_matches_numpy(cpu, mon
   three, gives numpy's result. Where it prefetches, an optimized build whose compiler has a vector multiply-add runs
   each whole tile's update between the next tile's contraction rows (`overlapped_tiles`, prefetching each tile's
   own lines): the same bits as the kernel without that path."""
+  _avx512_plans(cpu, monkeypatch)
   from tinyjx.lower import optimize, matmul
   from tinyjx.devices.python import NumpyBuffer
   rng = np.random.default_rng(m * 5 + k * 3 + n)
@@ -1048,11 +1057,12 @@ def test_x_contiguous_along_the_contraction_is_read_in_place_at_any_size():
   (7, 16896, 33, 'chunked'),
   (31, 2000, 1, 'a matrix-vector loop'), (3000, 300, 20, 'streaming'), (1001, 700, 40, 'streaming, chunked'),
   (2000, 1100, 40, 'streaming, chunked')])
-def test_x_read_in_place_matches_numpy_at_any_thread_count(cpu, m, k, n, how):
+def test_x_read_in_place_matches_numpy_at_any_thread_count(cpu, monkeypatch, m, k, n, how):
   """x is read in place (`TJX_MICRO_ROWS`) over a long contraction whole, or in chunks (from x + k0) where a panel of y
   is past ROWS_PANEL, and where it is big and y small (y packed whole, each block of x streaming in place, no panel
   of it packed): every tile edge, float32 and float64, y transposed or not, with an epilogue, gives numpy's result,
   the same bits on one thread or three."""
+  _avx512_plans(cpu, monkeypatch)
   rng = np.random.default_rng(m + k + n)
   for dt, tol in ((np.float32, 1e-4), (np.float64, 1e-11)):
     a, b = rng.standard_normal((m, k)).astype(dt), rng.standard_normal((k, n)).astype(dt)
