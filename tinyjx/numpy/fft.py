@@ -1,14 +1,15 @@
 """numpy.fft: `jnp.fft`, discrete Fourier transforms.
 
 A transform along one axis whose length is a power of two is an FFT node (JAX's fft primitive; `fft_node`), a
-runtime step the CPU runs in C (devices/cpu.py `FFT`: radix-8 Stockham stages on vectors of 16 float32 or 8 float64
-transforms at once, the complex values read and written where they lie, parts interleaved) and other devices through
-the PYTHON device's `fft_packed` (numpy, the same operations in the same order, the same bits). Past `FOUR_STEP`
-points, or from 256 points in fewer vectors than a node takes at once, the four-step split n = n1 n2 makes it two
-levels of nodes with one twiddle multiply and one transpose between (`_pow2`). A real input of a power-of-two length
-n is read as n/2 complex values, transformed, and separated into the n/2 + 1 frequencies (`_rfft_pow2`), and irfft
-is the reverse (`_irfft_pow2`): half the work, and no zero imaginary parts. The node is linear: its jvp is the node
-on the tangent, its transpose the node itself (the DFT matrix is symmetric), its vmap moves the batch axis in front.
+runtime step the CPU runs in C (devices/cpu.py `FFT`: radix-8 Stockham stages on a vector register's worth of
+transforms at once, 16 float32 or 8 float64 with AVX-512, the complex values read and written where they lie, parts
+interleaved) and other devices through the PYTHON device's `fft_packed` (numpy, the same operations in the same
+order, the same bits). Past `FOUR_STEP` points, or from 256 points in fewer vectors than a node takes at once, the
+four-step split n = n1 n2 makes it two levels of nodes with one twiddle multiply and one transpose between
+(`_pow2`). A real input of a power-of-two length n is read as n/2 complex values, transformed, and separated into
+the n/2 + 1 frequencies (`_rfft_pow2`), and irfft is the reverse (`_irfft_pow2`): half the work, and no zero
+imaginary parts. The node is linear: its jvp is the node on the tangent, its transpose the node itself (the DFT
+matrix is symmetric), its vmap moves the batch axis in front.
 
 Other lengths are compositions of jnp ops, a mixed-radix Cooley-Tukey recursion written with reshapes, transposes,
 twiddle-factor multiplies and small DFT matmuls, so `jit` compiles them into ordinary kernels (complex values as pairs
@@ -92,8 +93,8 @@ def fft_node(x: Array, axis: int, inverse: bool, scale: float = 1.0) -> Array:
   """The DFT (exp(-2 pi i ...), or exp(+2 pi i ...) when `inverse`) of complex64 or complex128 `x` along `axis`
   (negative: counted from the end), of a power-of-two length, times `scale` (a norm, applied as the results are
   written: no pass of its own): one FFT node (JAX's fft primitive), a runtime step the CPU runs in C (`tjx_fft`:
-  Stockham stages of radix 8 on vectors of 16 or 8 transforms at once, reading and writing the parts interleaved as
-  they lie in memory) and other devices through the PYTHON device's `fft_packed`, in the same order."""
+  Stockham stages of radix 8 on a vector register's worth of transforms at once, reading and writing the parts
+  interleaved as they lie in memory) and other devices through the PYTHON device's `fft_packed`, in the same order."""
   return Array(UOp(Ops.FFT, x.dtype, (x.uop,), (axis, bool(inverse), float(scale))))
 
 def fft_jvp(node, ts):
