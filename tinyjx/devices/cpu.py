@@ -953,15 +953,15 @@ FFT = NATIVE_HEAD + r"""
    the same; tw holds exp(-2 pi i k / n) for k < n, its real parts then its imaginary parts. The PYTHON device's
    fft_packed is the reference: the same operations in the same order.
    Vectors go a vector register's worth of lanes at a time (64 bytes with AVX-512: 16 float32, 8 float64; else 32
-   bytes: 8 and 4; each lane is its own transform, so the width changes no result) through Stockham stages (decimation in
-   frequency: x[p + k m] for k < radix -> y[radix p + r], the output in order, no bit reversal) of radix 8 and a last
-   one of radix 4 or 2 when log2 n is not a multiple of 3, point t of the lanes one vector of real parts and one of
-   imaginary parts in a scratch, so every butterfly works on whole vectors. Lanes of adjacent columns (inner >=
-   lanes) are read by the first stage and written by the last, pairs taken apart and put together by two shuffles;
-   whole rows (inner = 1) go in and out of the scratch a lanes x lanes tile at a time, transposed in registers;
-   anything else lane by lane. The twiddles of p = 0 are ones, and those products are skipped. The inverse (inv:
-   exp(+2 pi i ...)) swaps the parts on the way in and on the way out (that is z -> i conj z, and DFT(i conj z) = i
-   conj(IDFT z)): the shuffles' masks swap them. The results are multiplied by `scale` (rounded to T) as they are
+   bytes: 8 and 4; each lane is its own transform, so the width changes no result) through Stockham stages
+   (decimation in frequency: x[p + k m] for k < radix -> y[radix p + r], the output in order, no bit reversal) of
+   radix 8 and a last one of radix 4 or 2 when log2 n is not a multiple of 3, point t of the lanes one vector of real
+   parts and one of imaginary parts in a scratch, so every butterfly works on whole vectors. Lanes of adjacent
+   columns (inner >= lanes) are read by the first stage and written by the last, pairs taken apart and put together
+   by two shuffles; whole rows (inner = 1) go in and out of the scratch a lanes x lanes tile at a time, transposed in
+   registers; anything else lane by lane. The twiddles of p = 0 are ones, and those products are skipped. The inverse
+   (inv: exp(+2 pi i ...)) swaps the parts on the way in and on the way out (that is z -> i conj z, and DFT(i conj z)
+   = i conj(IDFT z)): the shuffles' masks swap them. The results are multiplied by `scale` (rounded to T) as they are
    written (a norm: 1 / n). Threads take blocks of lanes; returns -1 when the scratch cannot be had. */
 #ifndef TJX_FFT_BYTES   /* (a test builds both widths) */
 #ifdef __AVX512F__
@@ -984,6 +984,14 @@ typedef int64_t tjx_if64 __attribute__((vector_size(TJX_FFT_BYTES)));
   _Pragma("GCC unroll 16") for (int i_ = 0; i_ < V; i_++) \
     if (!(i_ & h)) { const __typeof__(v[0]) a_ = v[i_], b_ = v[i_ + h]; \
                      v[i_] = __builtin_shuffle(a_, b_, lo); v[i_ + h] = __builtin_shuffle(a_, b_, hi); }
+/* the 8-lane transpose: float32 in 32-byte vectors, float64 in 64-byte ones */
+#define TJX_FFT_TRANSPOSE8(N) \
+static inline __attribute__((always_inline)) void tjx_fft_transpose_##N(tjx_v##N *v) { \
+  const tjx_i##N lo4 = {0, 1, 2, 3, 8, 9, 10, 11}, hi4 = {4, 5, 6, 7, 12, 13, 14, 15}; \
+  const tjx_i##N lo2 = {0, 1, 8, 9, 4, 5, 12, 13}, hi2 = {2, 3, 10, 11, 6, 7, 14, 15}; \
+  const tjx_i##N lo1 = {0, 8, 2, 10, 4, 12, 6, 14}, hi1 = {1, 9, 3, 11, 5, 13, 7, 15}; \
+  TJX_FFT_SWAP(v, 8, 4, lo4, hi4) TJX_FFT_SWAP(v, 8, 2, lo2, hi2) TJX_FFT_SWAP(v, 8, 1, lo1, hi1) \
+}
 #if TJX_FFT_BYTES == 64
 static inline __attribute__((always_inline)) void tjx_fft_transpose_f32(tjx_vf32 *v) {
   const tjx_if32 lo8 = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23};
@@ -997,19 +1005,9 @@ static inline __attribute__((always_inline)) void tjx_fft_transpose_f32(tjx_vf32
   TJX_FFT_SWAP(v, 16, 8, lo8, hi8) TJX_FFT_SWAP(v, 16, 4, lo4, hi4)
   TJX_FFT_SWAP(v, 16, 2, lo2, hi2) TJX_FFT_SWAP(v, 16, 1, lo1, hi1)
 }
-static inline __attribute__((always_inline)) void tjx_fft_transpose_f64(tjx_vf64 *v) {
-  const tjx_if64 lo4 = {0, 1, 2, 3, 8, 9, 10, 11}, hi4 = {4, 5, 6, 7, 12, 13, 14, 15};
-  const tjx_if64 lo2 = {0, 1, 8, 9, 4, 5, 12, 13}, hi2 = {2, 3, 10, 11, 6, 7, 14, 15};
-  const tjx_if64 lo1 = {0, 8, 2, 10, 4, 12, 6, 14}, hi1 = {1, 9, 3, 11, 5, 13, 7, 15};
-  TJX_FFT_SWAP(v, 8, 4, lo4, hi4) TJX_FFT_SWAP(v, 8, 2, lo2, hi2) TJX_FFT_SWAP(v, 8, 1, lo1, hi1)
-}
+TJX_FFT_TRANSPOSE8(f64)
 #else
-static inline __attribute__((always_inline)) void tjx_fft_transpose_f32(tjx_vf32 *v) {
-  const tjx_if32 lo4 = {0, 1, 2, 3, 8, 9, 10, 11}, hi4 = {4, 5, 6, 7, 12, 13, 14, 15};
-  const tjx_if32 lo2 = {0, 1, 8, 9, 4, 5, 12, 13}, hi2 = {2, 3, 10, 11, 6, 7, 14, 15};
-  const tjx_if32 lo1 = {0, 8, 2, 10, 4, 12, 6, 14}, hi1 = {1, 9, 3, 11, 5, 13, 7, 15};
-  TJX_FFT_SWAP(v, 8, 4, lo4, hi4) TJX_FFT_SWAP(v, 8, 2, lo2, hi2) TJX_FFT_SWAP(v, 8, 1, lo1, hi1)
-}
+TJX_FFT_TRANSPOSE8(f32)
 static inline __attribute__((always_inline)) void tjx_fft_transpose_f64(tjx_vf64 *v) {
   const tjx_if64 lo2 = {0, 1, 4, 5}, hi2 = {2, 3, 6, 7}, lo1 = {0, 4, 2, 6}, hi1 = {1, 5, 3, 7};
   TJX_FFT_SWAP(v, 4, 2, lo2, hi2) TJX_FFT_SWAP(v, 4, 1, lo1, hi1)
