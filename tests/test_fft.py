@@ -134,6 +134,12 @@ COMPILED = {
   'fft_mixed_radix': (lambda x: jnp.fft.fft(x, norm='ortho'), lambda x: np.fft.fft(x, norm='ortho'), (2, 60)),
   'ifft_pow2': (lambda x: jnp.fft.ifft(x), lambda x: np.fft.ifft(x), (2, 256)),
   'fft_bluestein': (lambda x: jnp.fft.fft(x), lambda x: np.fft.fft(x), (2, 131)),
+  'fft_node_1000': (lambda x: jnp.fft.fft(x), lambda x: np.fft.fft(x), (64, 1000)),
+  'fft_recursion_11_13': (lambda x: jnp.fft.fft(x), lambda x: np.fft.fft(x), (2, 143)),
+  'fft_recursion_nodes': (lambda x: jnp.fft.ifft(x), lambda x: np.fft.ifft(x), (2, 5632)),    # 512 x 11
+  'rfft_half_45': (lambda x: jnp.fft.rfft(jnp.real(x)), lambda x: np.fft.rfft(x.real), (6, 90)),
+  'rfft_odd_33': (lambda x: jnp.fft.rfft(jnp.real(x)), lambda x: np.fft.rfft(x.real), (6, 33)),
+  'irfft_22': (lambda x: jnp.fft.irfft(x, n=22), lambda x: np.fft.irfft(x, n=22), (3, 12)),
   'rfft_axis0': (lambda x: jnp.fft.rfft(jnp.real(x), axis=0), lambda x: np.fft.rfft(x.real, axis=0), (12, 3)),
   'irfft': (lambda x: jnp.fft.irfft(x, n=10), lambda x: np.fft.irfft(x, n=10), (3, 6)),
   'fft2': (lambda x: jnp.fft.fft2(x), lambda x: np.fft.fft2(x), (8, 6)),
@@ -150,19 +156,22 @@ def test_compiled_cpu_against_numpy(name, cpu):
 # ---------------------------------------------------------------- the FFT node
 
 # (the shape of one plane, the axis): every kind of block tjx_fft takes (16 or 8 adjacent columns; whole rows,
-# transposed in tiles; lane by lane), partial blocks, odd and even log2 n, a length past the tiles
+# transposed in tiles; lane by lane), partial blocks, odd and even log2 n, a length past the tiles; lengths of 3, 5
+# and 7 (radices 3, 5, 7 alone, first, last and between; a radix 2 or 4 that is not the last stage) in every kind
 NODE_CASES = [((2,), -1), ((4,), -1), ((8,), -1), ((3, 16), -1), ((17, 32), -1), ((16, 64), -1), ((33, 512), -1),
               ((1, 2048), -1), ((64, 7), -2), ((32, 16), -2), ((128, 33), -2), ((5, 8, 3), -2), ((2, 16, 17, 2), -3),
-              ((256, 1), -2), ((3, 1024, 5), -2)]
+              ((256, 1), -2), ((3, 1024, 5), -2),
+              ((3,), -1), ((5,), -1), ((7,), -1), ((9, 6), -1), ((3, 105), -1), ((40, 1000), -1), ((9, 360), -1),
+              ((7, 16), -2), ((15, 16), -2), ((12, 17), -2), ((1000, 17), -2), ((5, 30, 3), -2), ((2, 48, 7, 2), -3)]
 
 @pytest.mark.parametrize("width", [None, 32])
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_the_native_fft_gives_the_reference_bits(cpu, dt, width, monkeypatch):
-  """The FFT node on the CPU (C: Stockham stages of radix 8 on vectors of transforms, the parts read and written
-  interleaved) and on the PYTHON device (numpy, the same operations in the same order, on complex arrays or on
-  interleaved parts) give the same bits, forward and inverse, within rounding of numpy.fft; with this machine's
-  vector width (None: 64 bytes, 16 float32 lanes, with AVX-512) and with AVX2's 32 forced. (64 forced on AVX2 takes
-  GCC over a minute to compile.)"""
+  """The FFT node on the CPU (C: Stockham stages of radix 8 (4, 2) and of odd primes on vectors of transforms, the
+  parts read and written interleaved) and on the PYTHON device (numpy, the same operations in the same order, on
+  complex arrays or on interleaved parts) give the same bits, forward and inverse, within rounding of numpy.fft;
+  with this machine's vector width (None: 64 bytes, 16 float32 lanes, with AVX-512) and with AVX2's 32 forced. (64
+  forced on AVX2 takes GCC over a minute to compile.)"""
   from types import SimpleNamespace
   from tinyjx.devices import cpu as cpu_mod
   from tinyjx.devices.python import fft_packed
@@ -342,8 +351,9 @@ def test_jvp_is_the_transform_of_the_tangent():
   assert_fft_close(f_vjp(t)[0], np.fft.fft(np.asarray(t)))   # the DFT matrix is symmetric
 
 def test_lengths_choose_the_documented_algorithm(monkeypatch):
-  """Powers of two are one FFT node (past FOUR_STEP, or from 256 points in one vector, two levels of nodes), other
-  small lengths one matmul, composites recurse, large primes take Bluestein's detour through 2^k."""
+  """Lengths of 2, 3, 5 and 7 are one FFT node (past FOUR_STEP, or from 256 points in one vector, two levels of
+  nodes), other small lengths one matmul, other composites recurse, large primes take Bluestein's detour through
+  2^k."""
   def count(n, what):
     return str(tinyjx.make_jaxpr(jnp.fft.fft)(jnp.ones(n, jnp.complex64))).count(what)
   assert count(2, 'fft[') == count(fft_module.DIRECT, 'fft[') == count(128, 'fft[') == 1
@@ -352,8 +362,11 @@ def test_lengths_choose_the_documented_algorithm(monkeypatch):
   monkeypatch.setattr(fft_module, 'FOUR_STEP', 256)
   assert count(1 << 17, 'fft[') == 3                       # 256 x 512, and 512 = 16 x 32 again
   monkeypatch.undo()
-  assert count(30, 'dot_general') == 1 and count(30, 'fft[') == 0
-  assert count(60, 'dot_general') == 2                    # 60 = 6 x 10: two levels of small matmuls
+  assert count(30, 'fft[') == count(2 * 3 * 5 * 7, 'fft[') == 1 and count(30, 'dot_general') == 0
+  assert count(1000, 'fft[') == count(5000, 'fft[') == 2   # four-step (one vector; past FOUR_STEP): 25 x 40, 50 x 100
+  assert count(22, 'dot_general') == 1 and count(22, 'fft[') == 0
+  assert count(143, 'dot_general') == 2                   # 143 = 11 x 13: two levels of small matmuls
+  assert count(11 * 200, 'dot_general') == 1 and count(11 * 200, 'fft[') == 1   # the node's length, then 11
   # 512 >= 2 * 131 - 1: two transforms of 512 points, each two levels of nodes (one vector)
   assert count(131, 'fft[') == 4 and 'c64[512]' in str(tinyjx.make_jaxpr(jnp.fft.fft)(jnp.ones(131)))
 

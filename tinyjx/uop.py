@@ -73,9 +73,9 @@ class Ops(enum.Enum):
   # TRIANGULAR_SOLVE(l, b) arg=unit_diagonal: X with tril(l) @ X = b, l (..., n, n), b (..., n, k) of one batch
   # shape (only the lower triangle of l is read; its strict lower one when unit); a runtime step, native on the CPU
   TRIANGULAR_SOLVE = enum.auto()
-  # FFT(x) arg=(axis, inverse, scale): the DFT of complex x along axis (negative: from the end), a power-of-two length,
-  # times scale (JAX's fft primitive, with its norm); compiled programs carry it on the float array of interleaved
-  # parts (..., 2) (the complex split); a runtime step, native on the CPU
+  # FFT(x) arg=(axis, inverse, scale): the DFT of complex x along axis (negative: from the end), of a length whose
+  # prime factors are 2, 3, 5 and 7, times scale (JAX's fft primitive, with its norm); compiled programs carry it on
+  # the float array of interleaved parts (..., 2) (the complex split); a runtime step, native on the CPU
   FFT = enum.auto()
   # collectives (arg starts with the axis name)
   PSUM = enum.auto(); PMAX = enum.auto(); PMIN = enum.auto(); ALL_GATHER = enum.auto(); PPERMUTE = enum.auto()

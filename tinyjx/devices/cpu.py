@@ -35,7 +35,8 @@ from functools import lru_cache
 import numpy as np
 from tinyjx import counters, settings as config
 from tinyjx.devices import Backend, diskcache
-from tinyjx.devices.python import NumpyBuffer, host_empty, address, fft_twiddles, PAGE, PAGE_FROM  # noqa: F401 (tests)
+from tinyjx.devices.python import (NumpyBuffer, host_empty, address, fft_twiddles, fft_radices,  # noqa: F401 (tests)
+                                   PAGE, PAGE_FROM)
 
 # --- the toolchain ---
 class NoCompilerError(RuntimeError):
@@ -518,13 +519,16 @@ class CPUDevice(Backend):
 
   def fft(self, x: np.ndarray, y: np.ndarray, axis: int, inverse: bool, scale: float = 1.0) -> None:
     """Not part of the contract: the DFT along `axis` (counted from the end; inverse: exp(+2 pi i ..)), times
-    `scale`, of complex vectors of a power-of-two length stored as their interleaved parts: float32 or float64 `x`
-    (..., 2), into the C-contiguous `y` of its shape, in C (`FFT`)."""
+    `scale`, of complex vectors whose length's prime factors are 2, 3, 5 and 7, stored as their interleaved parts:
+    float32 or float64 `x` (..., 2), into the C-contiguous `y` of its shape, in C (`FFT`)."""
     shape = x.shape[:-1]
     n, ax = shape[axis], len(shape) + axis
     outer, inner = math.prod(shape[:ax]), math.prod(shape[ax + 1:])
     self._threads(FFT)
     fn = _linalg('tjx_fft_f32' if x.dtype == np.float32 else 'tjx_fft_f64')
+    if n < 2 or fft_radices(n) is None:
+      raise ValueError(f"fft: the native transform takes lengths of 2 or more whose prime factors are 2, 3, 5 and "
+                       f"7, got {n} (shape {shape}, axis {axis}); jnp.fft composes other lengths of smaller ones")
     if fn(address(np.ascontiguousarray(x)), address(y), address(fft_twiddles(n, x.dtype)), outer, n, inner,
           int(inverse), float(scale)) != 0:
       raise MemoryError(f"fft: no memory for the scratch of a {n}-point transform ({x.dtype}, shape {shape})")
@@ -946,23 +950,25 @@ TJX_TRSM(double, f64)
 
 PAIRS_C = 1 << 15   # complex values from which `pairs` puts parts together in C
 
-# --- jnp.fft's transforms of power-of-two lengths: the FFT node (a runtime step, tinyjx.lower.steps.FftStep) ---
+# --- jnp.fft's transforms of lengths of 2, 3, 5 and 7: the FFT node (a runtime step, tinyjx.lower.steps.FftStep) ---
 FFT = NATIVE_HEAD + r"""
-/* The DFT of `outer * inner` complex vectors of n points (n a power of two, at least 2), the parts of point t of
-   vector (o, i) interleaved at 2 (o n inner + t inner + i) of x, as complex values lie in memory, into y laid out
-   the same; tw holds exp(-2 pi i k / n) for k < n, its real parts then its imaginary parts. The PYTHON device's
-   fft_packed is the reference: the same operations in the same order.
+/* The DFT of `outer * inner` complex vectors of n points (n at least 2, its prime factors 2, 3, 5 and 7), the
+   parts of point t of vector (o, i) interleaved at 2 (o n inner + t inner + i) of x, as complex values lie in memory,
+   into y laid out the same; tw holds exp(-2 pi i k / n) for k < n, its real parts then its imaginary parts. The
+   PYTHON device's fft_packed is the reference: the same operations in the same order.
    Vectors go a vector register's worth of lanes at a time (64 bytes with AVX-512: 16 float32, 8 float64; else 32
    bytes: 8 and 4; each lane is its own transform, so the width changes no result) through Stockham stages
-   (decimation in frequency: x[p + k m] for k < radix -> y[radix p + r], the output in order, no bit reversal) of
-   radix 8 and a last one of radix 4 or 2 when log2 n is not a multiple of 3, point t of the lanes one vector of real
-   parts and one of imaginary parts in a scratch, so every butterfly works on whole vectors. Lanes of adjacent
+   (decimation in frequency: x[p + k m] for k < radix -> y[radix p + r], the output in order, no bit reversal): the
+   power of two in n as stages of radix 8 and one of radix 4 or 2 when its log2 is not a multiple of 3, then a stage
+   for each odd prime factor, smallest first (`tjx_fft_radices`), point t of the lanes one vector of real parts and
+   one of imaginary parts in a scratch, so every butterfly works on whole vectors. Lanes of adjacent
    columns (inner >= lanes) are read by the first stage and written by the last, pairs taken apart and put together
    by two shuffles; whole rows (inner = 1) go in and out of the scratch a lanes x lanes tile at a time, transposed in
    registers; anything else lane by lane. The twiddles of p = 0 are ones, and those products are skipped. The inverse
    (inv: exp(+2 pi i ...)) swaps the parts on the way in and on the way out (that is z -> i conj z, and DFT(i conj z)
    = i conj(IDFT z)): the shuffles' masks swap them. The results are multiplied by `scale` (rounded to T) as they are
-   written (a norm: 1 / n). Threads take blocks of lanes; returns -1 when the scratch cannot be had. */
+   written (a norm: 1 / n). Threads take blocks of lanes. Returns -1 when the scratch cannot be had, -2 when n has a
+   prime factor past TJX_FFT_ODD. */
 #ifndef TJX_FFT_BYTES   /* (a test builds both widths) */
 #ifdef __AVX512F__
 #define TJX_FFT_BYTES 64
@@ -1013,8 +1019,9 @@ static inline __attribute__((always_inline)) void tjx_fft_transpose_f64(tjx_vf64
   TJX_FFT_SWAP(v, 4, 2, lo2, hi2) TJX_FFT_SWAP(v, 4, 1, lo1, hi1)
 }
 #endif
-/* A row of the scratch: a padding row after each eighth of the points (else the 8 rows a radix-8 butterfly reads
-   lie a multiple of 4 KiB apart, in one set of the L1 cache). */
+/* A row of the scratch: a padding row after each eighth of the points of a power-of-two length (else the 8 rows a
+   radix-8 butterfly reads lie a multiple of 4 KiB apart, in one set of the L1 cache); other lengths have no
+   padding. */
 #define TJX_ROW(e, sh, pad) ((e) + ((e) >> (sh)) * (pad))
 /* Butterflies on vectors of lanes (of type tjx_v##N): X##k, point k of the source, at row i0 + k o; output r stored
    by Y(N, r, re, im) at row e0 + r s: TJX_YP as it is, TJX_YW times its twiddle (wr[r], wi[r]). A row is a vector
@@ -1052,13 +1059,45 @@ static inline __attribute__((always_inline)) void tjx_fft_transpose_f64(tjx_vf64
 #define TJX_BFLY4(N, Y) { \
   TJX_CPLX(N, x0, 0) TJX_CPLX(N, x1, 1) TJX_CPLX(N, x2, 2) TJX_CPLX(N, x3, 3) \
   TJX_DFT4(N, Y, TJX_YP, x0, x1, x2, x3, 0, 1, 2, 3) }
-/* a stage with its radix and its source's and destination's kinds as constants (each its own compiled loop; a
-   radix-4 or radix-2 stage is always the last) */
+/* An odd prime radix R (3, 5, 7): with the pairs' sums t_k = x_k + x_(R-k) and differences d_k = x_k - x_(R-k) for
+   k = 1..R/2, output 0 is x_0 + the sums, and outputs r and R - r are A -+ i B, A = x_0 + sum_k cos(2 pi r k / R)
+   t_k, B = sum_k sin(2 pi r k / R) d_k (the cosines and sines from tw: cs and sn). The arrays are indexed by
+   constants once the loops are unrolled, so they stay in registers. */
+#define TJX_BFLY_ODD(N, Y) { \
+  tjx_v##N xr_[TJX_FFT_ODD], xi_[TJX_FFT_ODD], sr_[TJX_FFT_ODD / 2], si_[TJX_FFT_ODD / 2]; \
+  tjx_v##N fr_[TJX_FFT_ODD / 2], fi_[TJX_FFT_ODD / 2]; \
+  _Pragma("GCC unroll 8") for (int k = 0; k < R; k++) { TJX_CPLX(N, u, k) xr_[k] = ur; xi_[k] = ui; } \
+  tjx_v##N y0r_ = xr_[0], y0i_ = xi_[0]; \
+  _Pragma("GCC unroll 8") for (int k = 1; k <= R / 2; k++) { \
+    sr_[k - 1] = xr_[k] + xr_[R - k]; si_[k - 1] = xi_[k] + xi_[R - k]; \
+    fr_[k - 1] = xr_[k] - xr_[R - k]; fi_[k - 1] = xi_[k] - xi_[R - k]; \
+    y0r_ = y0r_ + sr_[k - 1]; y0i_ = y0i_ + si_[k - 1]; } \
+  TJX_YP(N, 0, y0r_, y0i_) \
+  _Pragma("GCC unroll 8") for (int r = 1; r <= R / 2; r++) { \
+    tjx_v##N ar_ = xr_[0] + cs[r] * sr_[0], ai_ = xi_[0] + cs[r] * si_[0], br_ = sn[r] * fr_[0], bi_ = sn[r] * fi_[0]; \
+    _Pragma("GCC unroll 8") for (int k = 2; k <= R / 2; k++) { \
+      const int j_ = r * k % R; \
+      ar_ = ar_ + cs[j_] * sr_[k - 1]; ai_ = ai_ + cs[j_] * si_[k - 1]; \
+      br_ = br_ + sn[j_] * fr_[k - 1]; bi_ = bi_ + sn[j_] * fi_[k - 1]; } \
+    Y(N, r, ar_ + bi_, ai_ - br_) Y(N, R - r, ar_ - bi_, ai_ + br_) } }
+/* a stage with its radix and its source's and destination's kinds as constants (each its own compiled loop) */
 #define TJX_FFT_CALL(N, r, a, b) tjx_fft_stage_##N(r, a, b, sr0, si0, ss, shs, pads, dr0, di0, ds, shd, padd, \
                                                   twr, twi, n, len, s, ev, od, lo, hi, scale);
 #define TJX_FFT_KINDS(N, r) { \
   if (!pk_out) { if (pk_in) TJX_FFT_CALL(N, r, 1, 0) else TJX_FFT_CALL(N, r, 0, 0) } \
   else { if (pk_in) TJX_FFT_CALL(N, r, 1, 1) else TJX_FFT_CALL(N, r, 0, 1) } }
+#define TJX_FFT_ODD 7   /* the largest odd prime radix */
+/* The radices of an n-point transform, in order, into radix (at most 64); their count, or 0 where n has a prime
+   factor past TJX_FFT_ODD (python.py `fft_radices`, the same). */
+static int tjx_fft_radices(int64_t n, int *radix) {
+  int stages = 0, bits = __builtin_ctzll((unsigned long long)n);
+  for (; bits >= 3; bits -= 3) radix[stages++] = 8;
+  if (bits) radix[stages++] = 1 << bits;
+  n >>= __builtin_ctzll((unsigned long long)n);
+  for (int p = 3; p <= TJX_FFT_ODD; p += 2)
+    for (; n % p == 0; n /= p) radix[stages++] = p;
+  return n == 1 ? stages : 0;
+}
 #define TJX_FFT(T, N) \
 /* The masks that take two vectors of pairs apart (even entries: real parts, odd: imaginary) and put two vectors of \
    parts together into pairs (the low halves, the high halves); `swap` (the inverse) exchanges the parts. */ \
@@ -1069,27 +1108,32 @@ static void tjx_fft_masks_##N(int swap, tjx_i##N *ev, tjx_i##N *od, tjx_i##N *lo
     (*lo)[j] = j / 2 + (j % 2 != swap) * V; (*hi)[j] = V / 2 + j / 2 + (j % 2 != swap) * V; \
   } \
 } \
-/* One stage of radix R (8, 4 or 2) of a transform of `len` points (n in all) on s interleaved subsequences: source \
-   rows ss elements apart, destination rows ds apart. */ \
+/* One stage of radix R (8, 4, 2 or an odd prime) of a transform of `len` points (n in all) on s interleaved \
+   subsequences: source rows ss elements apart, destination rows ds apart. */ \
 static inline __attribute__((always_inline)) void tjx_fft_stage_##N(const int R, const int pk_in, const int pk_out, \
     const T *sr0, const T *si0, int64_t ss, int shs, int64_t pads, T *dr0, T *di0, int64_t ds, int shd, int64_t padd, \
     const T *twr, const T *twi, int64_t n, int64_t len, int64_t s, tjx_i##N ev, tjx_i##N od, tjx_i##N lo, \
     tjx_i##N hi, T scale) { \
   enum { V = sizeof(tjx_v##N) / sizeof(T) }; \
   const int64_t m = len / R, step = n / len, o = s * m; \
-  const T c8 = twr[n >= 8 ? n / 8 : 0]; \
+  const T c8 = twr[n % 8 == 0 ? n / 8 : 0]; \
+  T cs[TJX_FFT_ODD], sn[TJX_FFT_ODD]; \
+  if (R % 2) for (int j = 0; j < R; j++) { cs[j] = twr[j * (n / R)]; sn[j] = -twi[j * (n / R)]; } \
   for (int64_t p = 0; p < m; p++) { \
-    T wr[8], wi[8]; \
+    T wr[8], wi[8];   /* (R <= 8) */ \
     for (int r = 0; r < R; r++) { wr[r] = twr[r * p * step]; wi[r] = twi[r * p * step]; } \
     for (int64_t q = 0; q < s; q++) { \
       const int64_t i0 = q + s * p, e0 = q + R * s * p; \
       if (R == 2) { \
         TJX_CPLX(N, x0, 0) TJX_CPLX(N, x1, 1) \
-        TJX_YP(N, 0, x0r + x1r, x0i + x1i) TJX_YP(N, 1, x0r - x1r, x0i - x1i) \
+        TJX_YP(N, 0, x0r + x1r, x0i + x1i) \
+        if (p == 0) TJX_YP(N, 1, x0r - x1r, x0i - x1i) else TJX_YW(N, 1, x0r - x1r, x0i - x1i) \
       } else if (R == 4) { \
         if (p == 0) TJX_BFLY4(N, TJX_YP) else TJX_BFLY4(N, TJX_YW) \
-      } else { \
+      } else if (R == 8) { \
         if (p == 0) TJX_BFLY8(N, TJX_YP) else TJX_BFLY8(N, TJX_YW) \
+      } else { \
+        if (p == 0) TJX_BFLY_ODD(N, TJX_YP) else TJX_BFLY_ODD(N, TJX_YW) \
       } \
     } \
   } \
@@ -1098,23 +1142,22 @@ static void tjx_fft_any_##N(int R, int pk_in, int pk_out, const T *sr0, const T 
     int64_t pads, T *dr0, T *di0, int64_t ds, int shd, int64_t padd, const T *twr, const T *twi, int64_t n, \
     int64_t len, int64_t s, tjx_i##N ev, tjx_i##N od, tjx_i##N lo, tjx_i##N hi, T scale) { \
   if (R == 8) TJX_FFT_KINDS(N, 8) \
-  else if (R == 4) { if (pk_in) TJX_FFT_CALL(N, 4, 1, 1) else if (pk_out) TJX_FFT_CALL(N, 4, 0, 1) \
-                    else TJX_FFT_CALL(N, 4, 0, 0) } \
-  else { if (pk_in) TJX_FFT_CALL(N, 2, 1, 1) else if (pk_out) TJX_FFT_CALL(N, 2, 0, 1) else TJX_FFT_CALL(N, 2, 0, 0) } \
+  else if (R == 4) TJX_FFT_KINDS(N, 4) \
+  else if (R == 2) TJX_FFT_KINDS(N, 2) \
+  else if (R == 3) TJX_FFT_KINDS(N, 3) \
+  else if (R == 5) TJX_FFT_KINDS(N, 5) \
+  else TJX_FFT_KINDS(N, 7) \
 } \
 int tjx_fft_##N(const T *x, T *y, const T *tw, int64_t outer, int64_t n, int64_t inner, int64_t inv, double scale_) { \
   const T scale = (T)scale_; \
   enum { V = sizeof(tjx_v##N) / sizeof(T) }; \
   const int64_t count = outer * inner; \
   const int64_t per = (inner + V - 1) / V, blocks = inner >= V ? outer * per : (count + V - 1) / V; \
-  int radix[64], stages = 0; \
-  for (int64_t len = n; len > 1; len /= radix[stages++]) { \
-    int bits = 0; \
-    while ((int64_t)1 << (bits + 1) <= len) bits++; \
-    radix[stages] = bits >= 3 ? 8 : bits == 2 ? 4 : 2; \
-  } \
+  int radix[64]; \
+  const int stages = tjx_fft_radices(n, radix); \
+  if (stages == 0) return -2; \
   const int sh = n >= 8 ? (int)__builtin_ctzll((unsigned long long)n) - 3 : 0; \
-  const int64_t pad = n >= 64, rows = n + 8 * pad + 1;   /* one more row between the planes */ \
+  const int64_t pad = n >= 64 && (n & (n - 1)) == 0, rows = n + 8 * pad + 1;   /* one more row between the planes */ \
   const int threads = blocks > 1 && count * n > 4096 ? omp_get_max_threads() : 1; \
   T *scratch = aligned_alloc(64, (size_t)threads * 4 * rows * V * sizeof(T)); \
   if (scratch == NULL) return -1; \

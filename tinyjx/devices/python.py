@@ -290,13 +290,26 @@ def fft_twiddles(n: int, dt) -> np.ndarray:
   planes.flags.writeable = False
   return planes
 
+FFT_PRIMES = (2, 3, 5, 7)    # the prime factors of the lengths an FFT node takes (tjx_fft's radices)
+
+def fft_radices(n: int) -> list | None:
+  """The radices of tjx_fft's Stockham stages for an n-point transform, in order: the power of two in n as radix 8s
+  and one 4 or 2 where its log2 is not a multiple of 3, then each odd prime factor, smallest first; None where n has
+  a prime factor past FFT_PRIMES (the C's `tjx_fft_radices`, the same)."""
+  if n < 1: return None
+  bits = (n & -n).bit_length() - 1
+  radices, n = [8] * (bits // 3) + ([1 << bits % 3] if bits % 3 else []), n >> bits
+  for p in FFT_PRIMES[1:]:
+    while n % p == 0: radices, n = radices + [p], n // p
+  return radices if n == 1 else None
+
 def fft_packed(n, x: np.ndarray) -> np.ndarray:
-  """The unnormalized DFT along axis n.arg[0] (counted from the end) of complex vectors of a power-of-two length: x
-  complex, or (a compiled program's FFT step) float (..., 2), the parts interleaved as complex values are in memory;
-  n.arg[1]: the inverse, which swaps the parts on the way in and out (z -> i conj z; DFT(i conj z) = i conj(IDFT
-  z)); n.arg[2]: a factor on the results (a norm). The reference for the CPU's `tjx_fft`, the same operations in the
-  same order: Stockham stages (decimation in frequency, the output in order) of radix 8, and a last one of radix 4
-  or 2 when log2 n is not a multiple of 3; the twiddles of p = 0 (ones) skipped."""
+  """The unnormalized DFT along axis n.arg[0] (counted from the end) of complex vectors whose length's prime factors
+  are FFT_PRIMES: x complex, or (a compiled program's FFT step) float (..., 2), the parts interleaved as complex
+  values are in memory; n.arg[1]: the inverse, which swaps the parts on the way in and out (z -> i conj z; DFT(i
+  conj z) = i conj(IDFT z)); n.arg[2]: a factor on the results (a norm). The reference for the CPU's `tjx_fft`, the
+  same operations in the same order: Stockham stages (decimation in frequency, the output in order) of the radices
+  of `fft_radices`; the twiddles of p = 0 (ones) skipped."""
   axis, inverse, scale = n.arg
   if x.dtype.kind == 'c':
     parts = np.ascontiguousarray(x).view(x.real.dtype).reshape(x.shape + (2,))
@@ -304,17 +317,20 @@ def fft_packed(n, x: np.ndarray) -> np.ndarray:
   shape = x.shape[:-1]
   length, ax = shape[axis], len(shape) + axis
   outer, inner = math.prod(shape[:ax]), math.prod(shape[ax + 1:])
-  tw = fft_twiddles(length, x.dtype)
+  tw, radices = fft_twiddles(length, x.dtype), fft_radices(length)
+  if radices is None: raise ValueError(f"fft node: a length of {length} has a prime factor past {FFT_PRIMES[-1]}")
   re, im = x[..., 0].reshape(outer, length, inner), x[..., 1].reshape(outer, length, inner)
   if inverse: re, im = im, re
   size, s = length, 1
   with np.errstate(all='ignore'):
-    while size > 1:
-      radix = 8 if size >= 8 else size
+    for radix in radices:
       m, step = size // radix, length // size
       split = [v.reshape(outer, radix, m, s, inner) for v in (re, im)]
-      outs = _fft_butterfly([(split[0][:, k], split[1][:, k]) for k in range(radix)],
-                            tw[0, length // 8] if length >= 8 else None)
+      xs = [(split[0][:, k], split[1][:, k]) for k in range(radix)]
+      if radix % 2:
+        outs = _fft_odd(xs, tw[0, np.arange(radix) * (length // radix)], -tw[1, np.arange(radix) * (length // radix)])
+      else:
+        outs = _fft_butterfly(xs, tw[0, length // 8] if length % 8 == 0 else None)
       yr, yi = np.empty((outer, m, radix, s, inner), x.dtype), np.empty((outer, m, radix, s, inner), x.dtype)
       for r, (tr, ti) in enumerate(outs):
         yr[:, :, r], yi[:, :, r] = tr, ti
@@ -345,6 +361,26 @@ def _fft_butterfly(x: list, c8) -> list:
   b = [(b0r, b0i), (c8 * (z1r + z1i), c8 * (z1i - z1r)), (z2i, -z2r), (c8 * (z3i - z3r), -(c8 * (z3r + z3i)))]
   even, odd = _dft4(a), _dft4(b)
   return [even[0], odd[0], even[1], odd[1], even[2], odd[2], even[3], odd[3]]
+
+def _fft_odd(x: list, cs: np.ndarray, sn: np.ndarray) -> list:
+  """The DFT of an odd prime number R of (re, im) pairs, as tjx_fft's TJX_BFLY_ODD: with the pairs' sums t_k = x_k +
+  x_(R-k) and differences d_k for k = 1..R/2, output 0 is x_0 + the sums, outputs r and R - r are A -+ i B, A = x_0
+  + sum_k cs[r k mod R] t_k, B = sum_k sn[r k mod R] d_k (cs, sn: cos and sin of 2 pi j / R)."""
+  radix, half = len(x), len(x) // 2
+  sums = [(x[k][0] + x[radix - k][0], x[k][1] + x[radix - k][1]) for k in range(1, half + 1)]
+  diffs = [(x[k][0] - x[radix - k][0], x[k][1] - x[radix - k][1]) for k in range(1, half + 1)]
+  y0r, y0i = x[0]
+  for tr, ti in sums: y0r, y0i = y0r + tr, y0i + ti
+  outs = [(y0r, y0i)] + [None] * (radix - 1)
+  for r in range(1, half + 1):
+    ar, ai = x[0][0] + cs[r] * sums[0][0], x[0][1] + cs[r] * sums[0][1]
+    br, bi = sn[r] * diffs[0][0], sn[r] * diffs[0][1]
+    for k in range(2, half + 1):
+      j = r * k % radix
+      ar, ai = ar + cs[j] * sums[k - 1][0], ai + cs[j] * sums[k - 1][1]
+      br, bi = br + sn[j] * diffs[k - 1][0], bi + sn[j] * diffs[k - 1][1]
+    outs[r], outs[radix - r] = (ar + bi, ai - br), (ar - bi, ai + br)
+  return outs
 
 def _iota(n):
   shape, axis = n.arg

@@ -331,7 +331,7 @@ class LowerSolveStep(NativeStep):
     if dests[0] is not None: self.native(args[0], args[1], dests[0], self.node.arg)
 
 class FftStep(NativeStep):
-  """The FFT node (jnp.fft's transforms of power-of-two lengths along one axis), on interleaved parts."""
+  """The FFT node (jnp.fft's transforms of lengths of 2, 3, 5 and 7 along one axis), on interleaved parts."""
   NATIVE = 'fft'
   def call(self, args: list, dests: list) -> None:
     if dests[0] is not None: self.native(args[0], dests[0], *self.node.arg)

@@ -1,24 +1,26 @@
 """numpy.fft: `jnp.fft`, discrete Fourier transforms.
 
-A transform along one axis whose length is a power of two is an FFT node (JAX's fft primitive; `fft_node`), a
-runtime step the CPU runs in C (devices/cpu.py `FFT`: radix-8 Stockham stages on a vector register's worth of
-transforms at once, 16 float32 or 8 float64 with AVX-512, the complex values read and written where they lie, parts
-interleaved) and other devices through the PYTHON device's `fft_packed` (numpy, the same operations in the same
-order, the same bits). Past `FOUR_STEP` points, or from 256 points in fewer vectors than a node takes at once, the
-four-step split n = n1 n2 makes it two levels of nodes with one twiddle multiply and one transpose between
-(`_pow2`). A real input of a power-of-two length n is read as n/2 complex values, transformed, and separated into
-the n/2 + 1 frequencies (`_rfft_pow2`), and irfft is the reverse (`_irfft_pow2`): half the work, and no zero
-imaginary parts. The node is linear: its jvp is the node on the tangent, its transpose the node itself (the DFT
-matrix is symmetric), its vmap moves the batch axis in front.
+A transform along one axis whose length's prime factors are 2, 3, 5 and 7 (1000, 360, 28, every power of two) is
+an FFT node (JAX's fft primitive; `fft_node`), a runtime step the CPU runs in C (devices/cpu.py `FFT`: Stockham
+stages of radix 8 (then 4 or 2) and of each odd prime factor on a vector register's worth of transforms at once, 16
+float32 or 8 float64 with AVX-512, the complex values read and written where they lie, parts interleaved) and other
+devices through the PYTHON device's `fft_packed` (numpy, the same operations in the same order, the same bits). Past
+`FOUR_STEP` points, or from 256 points in fewer vectors than a node takes at once, the four-step split n = n1 n2
+makes it two levels of nodes with one twiddle multiply and one transpose between (`_nodes`). A real input of an even
+length n whose half is such a length is read as n/2 complex values, transformed, and separated into the n/2 + 1
+frequencies (`_rfft_half`), and irfft is the reverse (`_irfft_half`): half the work, and no zero imaginary parts.
+The node is linear: its jvp is the node on the tangent, its transpose the node itself (the DFT matrix is
+symmetric), its vmap moves the batch axis in front.
 
-Other lengths are compositions of jnp ops, a mixed-radix Cooley-Tukey recursion written with reshapes, transposes,
-twiddle-factor multiplies and small DFT matmuls, so `jit` compiles them into ordinary kernels (complex values as pairs
-of floats, see tinyjx/lower/complex.py) and `grad`, `jvp` and `vmap` differentiate and batch them with the rules the
-ops already have. A length n = n1 * n2 is split into n1 transforms of length n2 and n2 of length n1, with the
-twiddles exp(-2 pi i j2 k1 / n) in between; a length of at most `DIRECT` (or a prime up to `DIRECT_PRIME`) is one
-matmul with its DFT matrix; a larger prime goes through Bluestein's chirp-z transform, a convolution computed with
-power-of-two transforms. Twiddles and DFT matrices are computed in float64 by numpy and rounded once to the
-transform's type, so results match numpy.fft to float32 rounding.
+Other lengths (a prime factor of 11 or more) are compositions of jnp ops, a mixed-radix Cooley-Tukey recursion
+written with reshapes, transposes, twiddle-factor multiplies, small DFT matmuls and nodes, so `jit` compiles them
+into ordinary kernels (complex values as pairs of floats, see tinyjx/lower/complex.py) and `grad`, `jvp` and `vmap`
+differentiate and batch them with the rules the ops already have. A length n = n1 * n2 is split into n1 transforms
+of length n2 and n2 of length n1, with the twiddles exp(-2 pi i j2 k1 / n) in between (n1 the part of n made of 2,
+3, 5 and 7 where that is past `DIRECT`, one node, else the largest factor up to sqrt(n)); a length of at most `DIRECT`
+(or a prime up to `DIRECT_PRIME`) is one matmul with its DFT matrix; a larger prime goes through Bluestein's chirp-z
+transform, a convolution computed with power-of-two transforms. Twiddles and DFT matrices are computed in float64 by
+numpy and rounded once to the transform's type, so results match numpy.fft to float32 rounding.
 
 Speed (512 x 512 complex64 `fft2`, 2 cores): 0.34-0.37 ms, JAX 0.54, PyTorch 0.49 (the matmul recursion took 2.7).
 
@@ -34,14 +36,15 @@ from tinyjx.array import Array
 from tinyjx.numpy import base as jnp
 from tinyjx.numpy.core import promote_inexact, from_parts
 from tinyjx.transforms import ad, batching
+from tinyjx.devices.python import fft_radices, FFT_PRIMES
 from tinyjx.uop import UOp, Ops, normalize_axis
 
 __all__ = ['fft', 'ifft', 'rfft', 'irfft', 'hfft', 'ihfft', 'fft2', 'ifft2', 'fftn', 'ifftn', 'rfft2', 'irfft2',
            'rfftn', 'irfftn', 'fftfreq', 'rfftfreq', 'fftshift', 'ifftshift']
 
-FOUR_STEP = 4096     # power-of-two lengths up to this are one FFT node; longer ones (and ones of 256 or more in fewer
+FOUR_STEP = 4096     # node lengths up to this are one FFT node; longer ones (and ones of 256 or more in fewer
 LANES = 16           # than LANES vectors: a node transforms that many at once) split into two levels of nodes
-DIRECT = 32          # other lengths up to this are one DFT matmul
+DIRECT = 32          # in a recursion, lengths up to this are one DFT matmul
 DIRECT_PRIME = 128   # primes up to this too (n^2 work); larger primes use Bluestein's algorithm
 NORMS = ('backward', 'ortho', 'forward')
 
@@ -65,36 +68,50 @@ def _smallest_factor(n: int) -> int:
     if n % p == 0: return p
   return n
 
+def _smooth_part(n: int) -> int:
+  """The largest factor of n whose prime factors are FFT_PRIMES (a length FFT nodes take)."""
+  part = 1
+  for p in FFT_PRIMES:
+    while n % p == 0: n, part = n // p, part * p
+  return part
+
 def _split_factor(n: int) -> int:
   """The largest factor of composite n up to sqrt(n), so both halves of the recursion stay small."""
   return next(p for p in range(math.isqrt(n), 1, -1) if n % p == 0)
 
-# ---------------------------------------------------------------- the FFT node: power-of-two lengths
+# ---------------------------------------------------------------- the FFT node: lengths of 2, 3, 5 and 7
 
 def _native(n: int, dt) -> bool:
-  """Whether a transform of length n of values of `dt` (complex, or a real first stage) goes to FFT nodes."""
-  return n >= 2 and n & (n - 1) == 0 and dtypes.real_dtype(dt) in (dtypes.float32, dtypes.float64)
+  """Whether a transform of length n of values of `dt` (complex, or a real first stage) goes to FFT nodes: n >= 2
+  whose prime factors are FFT_PRIMES (2, 3, 5, 7)."""
+  return n >= 2 and fft_radices(n) is not None and dtypes.real_dtype(dt) in (dtypes.float32, dtypes.float64)
 
-def _pow2(x: Array, axis: int, inverse: bool, scale: float = 1.0) -> Array:
-  """The DFT of complex `x` along `axis` (negative) times `scale`, of a power-of-two length n: one FFT node, or the
-  four-step split n = n1 n2 (x[n2 j1 + j2] -> nodes over j1, twiddles exp(-+2 pi i j2 k1 / n), nodes over j2 ->
-  X[k1 + n1 k2], one transpose) where n > FOUR_STEP (a node's scratch, 256 n bytes a thread, would leave the L2
-  cache) or where fewer than LANES vectors of n >= 256 points would leave most of a node's lanes empty."""
+def _halves(n: int, dt) -> bool:
+  """Whether a real transform of length n goes through an n/2-point transform of FFT nodes (`_rfft_half`)."""
+  return n >= 4 and n % 2 == 0 and _native(n // 2, dt)
+
+def _nodes(x: Array, axis: int, inverse: bool, scale: float = 1.0) -> Array:
+  """The DFT of complex `x` along `axis` (negative) times `scale`, of a length n that `_native` takes: one FFT
+  node, or the four-step split n = n1 n2 (n1 the largest factor up to sqrt(n); x[n2 j1 + j2] -> nodes over j1,
+  twiddles exp(-+2 pi i j2 k1 / n), nodes over j2 -> X[k1 + n1 k2], one transpose) where n > FOUR_STEP (a node's
+  scratch, 256 n bytes a thread, would leave the L2 cache) or where fewer than LANES vectors of n >= 256 points would
+  leave most of a node's lanes empty."""
   n, ax = x.shape[axis], x.ndim + axis
   if n <= FOUR_STEP and (n < 256 or x.size // n >= LANES): return fft_node(x, axis, inverse, scale)
-  n1 = 1 << (n.bit_length() - 1) // 2
+  n1 = _split_factor(n)
   n2 = n // n1
-  y = _pow2(x.reshape(x.shape[:ax] + (n1, n2) + x.shape[ax + 1:]), axis - 1, inverse)      # [..., k1, j2, ...]
+  y = _nodes(x.reshape(x.shape[:ax] + (n1, n2) + x.shape[ax + 1:]), axis - 1, inverse)     # [..., k1, j2, ...]
   twiddles = _roots(n, n2, 1 if inverse else -1, rows=n1).reshape((n1, n2) + (1,) * (-axis - 1))
-  y = _pow2(y * _const(twiddles, y.dtype), axis, inverse, scale)                          # [..., k1, k2, ...]
+  y = _nodes(y * _const(twiddles, y.dtype), axis, inverse, scale)                         # [..., k1, k2, ...]
   return jnp.swapaxes(y, ax, ax + 1).reshape(x.shape)                                     # k = k1 + n1 k2
 
 def fft_node(x: Array, axis: int, inverse: bool, scale: float = 1.0) -> Array:
   """The DFT (exp(-2 pi i ...), or exp(+2 pi i ...) when `inverse`) of complex64 or complex128 `x` along `axis`
-  (negative: counted from the end), of a power-of-two length, times `scale` (a norm, applied as the results are
-  written: no pass of its own): one FFT node (JAX's fft primitive), a runtime step the CPU runs in C (`tjx_fft`:
-  Stockham stages of radix 8 on a vector register's worth of transforms at once, reading and writing the parts
-  interleaved as they lie in memory) and other devices through the PYTHON device's `fft_packed`, in the same order."""
+  (negative: counted from the end), of a length whose prime factors are 2, 3, 5 and 7, times `scale` (a norm,
+  applied as the results are written: no pass of its own): one FFT node (JAX's fft primitive), a runtime step the
+  CPU runs in C (`tjx_fft`: Stockham stages of radix 8, 4 or 2 and of each odd prime factor on a vector register's
+  worth of transforms at once, reading and writing the parts interleaved as they lie in memory) and other devices
+  through the PYTHON device's `fft_packed`, in the same order."""
   return Array(UOp(Ops.FFT, x.dtype, (x.uop,), (axis, bool(inverse), float(scale))))
 
 def fft_jvp(node, ts):
@@ -157,12 +174,13 @@ def _transform(x: Array, sign: int) -> Array:
   inverse); the result is complex."""
   n = x.shape[-1]
   if n <= 1: return x if dtypes.is_complex(x.dtype) else x.astype(dtypes.complex_dtype(x.dtype))
-  if n > DIRECT and _native(n, x.dtype): return _pow2(_as_complex(x), -1, sign > 0)   # (a smaller one: a matmul,
+  if n > DIRECT and _native(n, x.dtype): return _nodes(_as_complex(x), -1, sign > 0)  # (a smaller one: a matmul,
   # which fuses with the recursion's other stages where a node would be a step of its own between kernels)
   if n <= DIRECT: return _dft_matmul(x, sign)
   p = _smallest_factor(n)
   if p == n: return _dft_matmul(x, sign) if n <= DIRECT_PRIME else _bluestein(x, sign)
-  return _cooley_tukey(x, _split_factor(n), sign)
+  smooth = _smooth_part(n)          # (a node's length: one step, where the split's halves would each recurse)
+  return _cooley_tukey(x, smooth if smooth > DIRECT else _split_factor(n), sign)
 
 # ---------------------------------------------------------------- the public transforms
 
@@ -226,7 +244,7 @@ def _transform_axes(x: Array, axes, sizes, norm, inverse: bool, name: str) -> Ar
     if size == 0: raise ValueError(f"jnp.fft.{name}: invalid number of FFT data points (0); the axis is empty")
     scale = _scale(norm, size, inverse)
     if _native(size, x.dtype):
-      x = _pow2(_as_complex(_fit(x, size, ax)), ax - x.ndim, inverse, scale)
+      x = _nodes(_as_complex(_fit(x, size, ax)), ax - x.ndim, inverse, scale)
     else:
       x = _along(x, ax, name, lambda v: _scaled(_transform(_fit(v, size), 1 if inverse else -1), scale))
   return x
@@ -259,27 +277,27 @@ def rfft(a, n=None, axis: int = -1, norm=None) -> Array:
     size = v.shape[-1] if n is None else _length(n, 'rfft')
     if size == 0: raise ValueError("jnp.fft.rfft: invalid number of FFT data points (0); the axis is empty")
     v = _fit(v, size)
-    y = _rfft_pow2(v) if size >= 4 and _native(size, v.dtype) else _transform(v, -1)[..., :size // 2 + 1]
+    y = _rfft_half(v) if _halves(size, v.dtype) else _transform(v, -1)[..., :size // 2 + 1]
     return _scaled(y, _scale(norm, size, False))
   return _along(x, axis, 'rfft', one)
 
-def _rfft_pow2(x: Array) -> Array:
-  """The first n/2 + 1 frequencies of real `x` (..., n), n a power of two: the n/2-point transform Z of z[j] =
+def _rfft_half(x: Array) -> Array:
+  """The first n/2 + 1 frequencies of real `x` (..., n), n even: the n/2-point transform Z (`_nodes`) of z[j] =
   x[2j] + i x[2j + 1] (x's memory read as complex values), then X[k] = (Z[k] + conj Z[m - k]) / 2 - i w^k (Z[k] -
   conj Z[m - k]) / 2 for k = 0..m (m = n/2, Z[m] = Z[0], w = exp(-2 pi i / n)): half the transform's work, and no
   zero imaginary parts written."""
   n = x.shape[-1]
   m = n // 2
   pairs = x.reshape(x.shape[:-1] + (m, 2))
-  z = _pow2(from_parts(pairs[..., 0], pairs[..., 1]), -1, False)
+  z = _nodes(from_parts(pairs[..., 0], pairs[..., 1]), -1, False)
   mid, rev = z[..., 1:], jnp.conj(jnp.flip(z[..., 1:], -1))    # Z[k], conj Z[m - k] for k = 1..m-1
   w = _roots(n, m, -1, rows=2)[1, 1:]                         # exp(-2 pi i k / n)
   mid = (mid + rev) * 0.5 + (mid - rev) * _const(-0.5j * w, mid.dtype)
   re0, im0 = jnp.real(z[..., :1]), jnp.imag(z[..., :1])       # X[0] and X[m] are real
   return jnp.concatenate([(re0 + im0).astype(z.dtype), mid, (re0 - im0).astype(z.dtype)], -1)
 
-def _irfft_pow2(half: Array, n: int) -> Array:
-  """n real points (n a power of two, unnormalized: n times numpy's irfft) from the frequencies 0..n/2 of `half`,
+def _irfft_half(half: Array, n: int) -> Array:
+  """n real points (n even, unnormalized: n times numpy's irfft) from the frequencies 0..n/2 of `half`,
   by one n/2-point inverse transform: with m = n/2, E[k] + i O[k] (the transforms of the even and the odd points)
   is (X[k] + conj X[m - k]) / 2 + i exp(2 pi i k / n) (X[k] - conj X[m - k]) / 2, whose inverse transform holds
   x[2j] + i x[2j + 1]. The imaginary parts of X[0] and X[m] are ignored, as numpy's."""
@@ -288,7 +306,7 @@ def _irfft_pow2(half: Array, n: int) -> Array:
   x = jnp.where(_const((k == 0) | (k == m), dtypes.bool_), jnp.real(half).astype(half.dtype), half)
   rev = jnp.conj(jnp.flip(x, -1))                              # conj X[m - k]
   w = _roots(n, m, 1, rows=2)[1]                              # exp(2 pi i k / n)
-  z = _pow2((x + rev)[..., :m] + (x - rev)[..., :m] * _const(1j * w, x.dtype), -1, True)
+  z = _nodes((x + rev)[..., :m] + (x - rev)[..., :m] * _const(1j * w, x.dtype), -1, True)
   return jnp.stack([jnp.real(z), jnp.imag(z)], -1).reshape(half.shape[:-1] + (n,))
 
 def irfft(a, n=None, axis: int = -1, norm=None) -> Array:
@@ -300,7 +318,7 @@ def irfft(a, n=None, axis: int = -1, norm=None) -> Array:
     size = 2 * (v.shape[-1] - 1) if n is None else _length(n, 'irfft')
     if size < 1: raise ValueError(f"jnp.fft.irfft: invalid number of FFT data points ({size}); pass n >= 1")
     half = _fit(v, size // 2 + 1)
-    if size >= 4 and _native(size, half.dtype): return _scaled(_irfft_pow2(half, size), _scale(norm, size, True))
+    if _halves(size, half.dtype): return _scaled(_irfft_half(half, size), _scale(norm, size, True))
     mirror = jnp.conj(jnp.flip(half[..., 1:(size + 1) // 2], -1))
     full = jnp.concatenate([half, mirror], -1)
     return _scaled(jnp.real(_transform(full, 1)), _scale(norm, size, True))
