@@ -176,8 +176,9 @@ def test_the_native_fft_gives_the_reference_bits(cpu, dt, width, monkeypatch):
   from tinyjx.devices import cpu as cpu_mod
   from tinyjx.devices.python import fft_packed
   if width:
-    source, *types = cpu_mod.NATIVE_ROUTINES['tjx_fft']
-    monkeypatch.setitem(cpu_mod.NATIVE_ROUTINES, 'tjx_fft', (f"#define TJX_FFT_BYTES {width}\n" + source, *types))
+    sources, *types = cpu_mod.NATIVE_ROUTINES['tjx_fft']
+    forced = {sfx: f"#define TJX_FFT_BYTES {width}\n" + source for sfx, source in sources.items()}
+    monkeypatch.setitem(cpu_mod.NATIVE_ROUTINES, 'tjx_fft', (forced, *types))
     monkeypatch.setattr(cpu_mod, '_linalg', functools.lru_cache(None)(cpu_mod._linalg.__wrapped__))
   for shape, axis in NODE_CASES:
     for inverse in (False, True):
