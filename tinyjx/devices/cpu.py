@@ -35,8 +35,7 @@ from functools import lru_cache
 import numpy as np
 from tinyjx import counters, settings as config
 from tinyjx.devices import Backend, diskcache
-from tinyjx.devices.python import (NumpyBuffer, host_empty, address, fft_twiddles, fft_radices,  # noqa: F401 (tests)
-                                   PAGE, PAGE_FROM)
+from tinyjx.devices.python import NumpyBuffer, host_empty, address, fft_twiddles, PAGE, PAGE_FROM  # noqa: F401 (tests)
 
 # --- the toolchain ---
 class NoCompilerError(RuntimeError):
@@ -527,12 +526,12 @@ class CPUDevice(Backend):
     sfx = 'f32' if x.dtype == np.float32 else 'f64'
     self._threads(FFT_SOURCES[sfx])
     fn = _linalg(f'tjx_fft_{sfx}')
-    if n < 2 or fft_radices(n) is None:
+    rc = fn(address(np.ascontiguousarray(x)), address(y), address(fft_twiddles(n, x.dtype)), outer, n, inner,
+            int(inverse), float(scale)) if n >= 2 else -2
+    if rc == -2:
       raise ValueError(f"fft: the native transform takes lengths of 2 or more whose prime factors are 2, 3, 5 and "
                        f"7, got {n} (shape {shape}, axis {axis}); jnp.fft composes other lengths of smaller ones")
-    if fn(address(np.ascontiguousarray(x)), address(y), address(fft_twiddles(n, x.dtype)), outer, n, inner,
-          int(inverse), float(scale)) != 0:
-      raise MemoryError(f"fft: no memory for the scratch of a {n}-point transform ({x.dtype}, shape {shape})")
+    if rc != 0: raise MemoryError(f"fft: no memory for the scratch of a {n}-point transform ({x.dtype}, shape {shape})")
 
   def pairs(self, re: np.ndarray, im: np.ndarray, dt) -> np.ndarray:
     """Not part of the contract: the complex `dt` array of float parts `re` and `im` of one shape, put together in

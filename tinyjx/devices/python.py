@@ -328,7 +328,8 @@ def fft_packed(n, x: np.ndarray) -> np.ndarray:
       split = [v.reshape(outer, radix, m, s, inner) for v in (re, im)]
       xs = [(split[0][:, k], split[1][:, k]) for k in range(radix)]
       if radix % 2:
-        outs = _fft_odd(xs, tw[0, np.arange(radix) * (length // radix)], -tw[1, np.arange(radix) * (length // radix)])
+        turns = np.arange(radix) * (length // radix)          # exp(-2 pi i j / radix) for j < radix
+        outs = _fft_odd(xs, tw[0, turns], -tw[1, turns])
       else:
         outs = _fft_butterfly(xs, tw[0, length // 8] if length % 8 == 0 else None)
       yr, yi = np.empty((outer, m, radix, s, inner), x.dtype), np.empty((outer, m, radix, s, inner), x.dtype)
