@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 import tinyjx
 import tinyjx.numpy as jnp
 from tinyjx import dtypes, lower
-from tinyjx.lower import symbolic as sym, memory
+from tinyjx.lower import symbolic as sym, memory, optimize
 from tinyjx.lower.index import unflatten, flat_index
 from tinyjx.lower.simplify import pm_simplify, pm_decompose, fold_permutes
 from tinyjx.lower.schedule import schedule, KernelItem
@@ -222,7 +222,8 @@ def test_the_pipeline_is_an_ordered_list_of_named_passes():
     'as_matmul', 'unroll_windows', 'merge_nests', 'as_column_reduction', 'as_column_scan', 'split_reductions',
     'stash_shared', 'split_chains', 'tile_transposes',
     'block_sums', 'pipeline_rows', 'reduce_in_memory_order',
-    'mark_parallel', 'stream_stores', 'defer_row_stores', 'block_transposes', 'spread_reductions', 'grid',
+    'mark_parallel', 'stream_stores', 'defer_row_stores', 'block_transposes', 'split_guards', 'spread_reductions',
+    'grid',
     'estimate']                                   # the sub-passes of optimize, each a named entry
   assert all(callable(fn) for _, fn in lower.PASSES)
   with pytest.raises(KeyError, match="no lowering pass 'optimize'"): lower.passes(last='optimize')
@@ -1779,3 +1780,73 @@ def test_a_big_column_sum_runs_its_tiles_on_all_threads(cpu, rows, cols, tiles):
   else:
     assert '#pragma omp parallel' not in src.split('\n')[1], src
   np.testing.assert_allclose(_run_exe(exe, x)[0], x.astype(np.float64).sum(0), rtol=1e-5, atol=1e-4)
+
+GUARDED = [   # (function of a (rows, w) array, numpy's), masks on the loops' variables; exact arithmetic only
+  (lambda x: jnp.concatenate([x[:, :1] * 2.0, jnp.sqrt(jnp.abs(x[:, 1:])), x[:, -1:] - 1.0], -1),
+   lambda x: np.concatenate([x[:, :1] * 2.0, np.sqrt(np.abs(x[:, 1:])), x[:, -1:] - 1.0], -1)),
+  (lambda x: jnp.pad(x * x, ((2, 1), (3, 5))) * 3.0, lambda x: np.pad(x * x, ((2, 1), (3, 5))) * 3.0),
+  (lambda x: jnp.concatenate([x, jnp.flip(x, -1)], -1) + 1.0,
+   lambda x: np.concatenate([x, np.flip(x, -1)], -1) + 1.0),
+  (lambda x: jnp.where((jnp.arange(x.shape[-1]) < 5) | (jnp.arange(x.shape[-1]) > x.shape[-1] - 3), x, -x),
+   lambda x: np.where((np.arange(x.shape[-1]) < 5) | (np.arange(x.shape[-1]) > x.shape[-1] - 3), x, -x))]
+
+def _first_kernel_and_reference_bits(cpu, f, x):
+  """The C of f's first kernel on the CPU, and f(x) there, checked against the PYTHON device bit for bit."""
+  with tinyjx.Context(JAX_ENABLE_X64=True):
+    source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(x)).source
+    with tinyjx.Context(TINYJX_DEVICE='CPU'): got = np.asarray(tinyjx.jit(f)(x))
+    with tinyjx.Context(TINYJX_DEVICE='PYTHON'): ref = np.asarray(tinyjx.jit(f)(x))
+  np.testing.assert_array_equal(got.view(np.uint8), ref.view(np.uint8), err_msg=f"{x.shape} {x.dtype}")
+  return source[source.index('static void k0'):source.index('void tjx_kernel_0')], got
+
+@pytest.mark.parametrize('w', [1, 7, 31, 33, 255, 257])
+def test_a_loop_over_masked_pieces_runs_as_one_loop_a_piece(cpu, w):
+  """`split_guards`: a loop whose masks compare its variable with constants (a concatenation's pieces, a pad's
+  edges, a where on an iota) runs as one loop for each range where every mask is constant, with the masks folded:
+  no select is left where every loop was long enough to split (a loop of 2 is written out instead, a loop of 7 to
+  15 stays whole); the values are the PYTHON device's bit for bit and numpy's, float32 and float64, at every tile
+  edge."""
+  rng = np.random.default_rng(w)
+  for dt in (np.float32, np.float64):
+    x = rng.standard_normal((13, w)).astype(dt)                 # the pad has 16 rows: split too
+    for i, (f, npf) in enumerate(GUARDED):
+      kernel, got = _first_kernel_and_reference_bits(cpu, f, x)
+      tol = 1e-6 if dt is np.float32 else 1e-14
+      np.testing.assert_allclose(got, npf(x), rtol=tol, atol=tol, err_msg=f"{w} {i} {dt}")
+      if w > 1: assert ('?' not in kernel) == (w > 8), (w, i, dt, kernel)   # no select left where all were split
+
+def test_masks_that_do_not_split_a_loop_keep_it_whole(cpu):
+  """A mask on two variables (a triangle), more pieces than SPLIT_RANGES, or pieces all shorter than SPLIT_LONG
+  leave the loop as it was; a pad on two axes splits both loops."""
+  x = np.random.default_rng(1).standard_normal((40, 40)).astype(np.float32)
+  def kernel(f):
+    src = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(x)).source
+    return src[src.index('static void k0'):src.index('void tjx_kernel_0')]
+  tri = kernel(lambda x: jnp.where(jnp.arange(40)[:, None] < jnp.arange(40)[None, :], x, 0.0) + 1.0)
+  many = kernel(lambda x: jnp.concatenate([x[:, 4 * j:4 * j + 4] * (j + 1) for j in range(10)], -1))
+  pad2 = kernel(lambda x: jnp.pad(x * 2.0, ((3, 4), (5, 6))))
+  assert tri.count('for (') == 2 and many.count('for (') == 2
+  assert pad2.count('for (') == 3 + 3 * 3 and 'tjx_zero' not in pad2          # 3 row loops of 3 column loops
+  for f in (lambda x: jnp.pad(x * 2.0, ((3, 4), (5, 6))),
+            lambda x: jnp.concatenate([x[:, 4 * j:4 * j + 4] * (j + 1) for j in range(10)], -1)):
+    with tinyjx.Context(TINYJX_DEVICE='CPU'): got = np.asarray(tinyjx.jit(f)(x))
+    with tinyjx.Context(TINYJX_DEVICE='PYTHON'): ref = np.asarray(tinyjx.jit(f)(x))
+    np.testing.assert_array_equal(got, ref)
+
+@pytest.mark.parametrize('w', [1, 7, 33, 256])
+def test_interleaved_pieces_and_single_points_fold_their_masks(cpu, w):
+  """`split_guards` on two more shapes of mask: pieces interleaved by a merged reshape (`stack([a, b], -1)`, complex
+  parts written as pairs: the loop over v runs over v / 2 with both stores written out, their masks on v % 2
+  folded) and a single point (`arange(w) == 3`, the frequencies of rfft's ends: three ranges). No select is left
+  and the values are the PYTHON device's bit for bit and numpy's, float32 and float64."""
+  rng = np.random.default_rng(w)
+  cases = [(lambda x: jnp.stack([x * 2.0, -x], -1).reshape(x.shape[0], -1),
+            lambda x: np.stack([x * 2.0, -x], -1).reshape(x.shape[0], -1)),
+           (lambda x: jnp.where((jnp.arange(x.shape[-1]) == 3) | (jnp.arange(x.shape[-1]) >= x.shape[-1] - 1), 0.0, x),
+            lambda x: np.where((np.arange(x.shape[-1]) == 3) | (np.arange(x.shape[-1]) >= x.shape[-1] - 1), 0.0, x))]
+  for dt in (np.float32, np.float64):
+    x = rng.standard_normal((6, w)).astype(dt)
+    for i, (f, npf) in enumerate(cases):
+      kernel, got = _first_kernel_and_reference_bits(cpu, f, x)
+      np.testing.assert_array_equal(got, npf(x))
+      if i == 0 or w >= optimize.SPLIT_MIN: assert '?' not in kernel, (w, i, kernel)

@@ -33,7 +33,7 @@ from tinyjx.lower.memory import plan
 from tinyjx.lower.optimize import (is_matmul, as_matmul, merge_nests, unroll_windows, as_column_reduction,
                                    as_column_scan, split_reductions, stash_shared, split_chains, tile_transposes,
                                    block_sums, pipeline_rows, reduce_in_memory_order, mark_parallel, stream_stores,
-                                   defer_row_stores, block_transposes, estimate)
+                                   defer_row_stores, block_transposes, split_guards, estimate)
 from tinyjx.lower.optimize_gpu import as_grid, spread_reductions, spread_of
 from tinyjx.lower.dialects import RENDERERS
 from tinyjx.lower.runtime import Executable, Slot, KernelCall, InterpretedStep, step_rules
@@ -233,6 +233,7 @@ PASSES = [
   ("stream_stores", on_kernels(stream_stores)),  # CPU: a kernel that stores far more than the caches hold bypasses them
   ("defer_row_stores", on_kernels(defer_row_stores)),  # CPU: a row's stores run in the next row's loop: divides overlap
   ("block_transposes", on_kernels(block_transposes)),  # CPU: a transpose moves square blocks through vector registers
+  ("split_guards", on_kernels(split_guards)),  # CPU: a loop over a concatenation's pieces runs as one loop a piece
   ("spread_reductions", do_spread_reductions),  # GPU: a long full reduction runs on many work groups, then one
   ("grid", on_kernels(as_grid, 'grid')),  # GPU: work items or work groups sharing reductions, matmul tiles
   ("estimate", do_estimate),            # each kernel's flops and bytes, for DEBUG=2, the counters and VIZ
@@ -246,8 +247,8 @@ def passes(first: str | None = None, last: str | None = None) -> list:
   """The entries of PASSES from the one named `first` through the one named `last` (by default from the first,
   through the last): a part of the pipeline is always a slice of the one list.
 
-  >>> [name for name, _ in passes('mark_parallel', 'estimate')]
-  ['mark_parallel', 'stream_stores', 'defer_row_stores', 'block_transposes', 'spread_reductions', 'grid', 'estimate']
+  >>> [name for name, _ in passes('defer_row_stores', 'estimate')]
+  ['defer_row_stores', 'block_transposes', 'split_guards', 'spread_reductions', 'grid', 'estimate']
   """
   names = [name for name, _ in PASSES]
   for n in (first, last):

@@ -45,6 +45,10 @@ Each rewrite is `name(kernel, device)` and changes the kernel in place. Each is 
 - `block_transposes`: a transpose's copy, a cache line of the output at a time, moves square blocks (a vector's
   lanes on a side) through vector registers (a `Transpose` statement) instead of gathering each line one element a
   row;
+- `split_guards`: a loop whose masks compare its variable with constants (a concatenation's pieces, a pad's edges)
+  runs as one loop for each range where the masks are constant, masks folded: plain loads, which vectorize; an
+  inner loop of two that selects on its variable, or a loop whose masks test its variable modulo two (complex
+  parts interleaved), has its stores written out for each value, folded;
 - `estimate(kernel, slot_bytes)`, a pass on every device: work estimates (flops, bytes) for DEBUG=2, the counters
   and VIZ.
 Loops marked `serial` (reductions, scatters with duplicate indices) are never run in parallel.
@@ -1198,3 +1202,181 @@ def estimate(k: Kernel, slot_bytes: dict) -> None:
   """The kernel's work estimates (any device): the bytes of the buffers it touches, its operations."""
   k.nbytes = sum(slot_bytes.get(g.arg, 0) for g in k.args)
   k.flops = work(k.body)
+
+SPLIT_MIN = 16                   # a loop of at least this many iterations is split where its masks change
+SPLIT_RANGES = 5                 # into at most this many loops
+SPLIT_LONG = 8                   # one of which runs at least this many iterations
+WRITE_OUT = 2                    # an inner loop this short that selects on its variable is written out, folded
+
+def split_guards(k: Kernel, device=None, stmts: list | None = None) -> None:
+  """A loop nest that only stores (elementwise work) whose masks compare a loop's variable with constants (the
+  pieces of a concatenation, a pad's edges, rfft's separation of its first and last frequencies) runs that loop as
+  one loop for each range of its values over which every such mask is constant, with the masks folded there: a
+  load whose mask holds is a plain load, one whose mask fails is its zero, a select with a decided condition is
+  its chosen side. The loads along the loop are then plain and the loop vectorizes, where a select of pointers for
+  every element (`*(c ? &x[i] : zero)`) kept it scalar. Two shapes of mask are written out instead: an inner loop of
+  WRITE_OUT iterations that compares its variable (complex parts as pairs, `i == 0 ? re : im`), and a loop whose
+  masks test its variable modulo two (`_interleaved`: the same pairs after a reshape merged them into the row). The
+  same values are loaded and computed either way. Loops already running on threads are left whole (their iterations
+  are the threads' shares); `stmts` (default the kernel's body) is the list being walked."""
+  stmts = k.body if stmts is None else stmts
+  i = 0
+  while i < len(stmts):
+    s = stmts[i]
+    if not isinstance(s, Loop) or not _stores_only(s):
+      if isinstance(s, Loop): split_guards(k, device, s.body)
+      i += 1
+      continue
+    pieces = (_written_out_stores(s) if stmts is not k.body and s.size <= WRITE_OUT else
+              _split_at_guards(s, k) or _interleaved(s, k))
+    if pieces is None: pieces = [s]
+    stmts[i:i + 1] = pieces                   # in place first: the loops inside take variables past theirs
+    for p in pieces:
+      if isinstance(p, Loop): split_guards(k, device, p.body)
+    i += len(pieces)
+
+def _written_out_stores(l: Loop) -> list | None:
+  """The stores of inner loop `l` (no loops inside) written out for each value of its variable, folded, where some
+  comparison in them depends on it (complex parts interleaved: `i == 0 ? re : im`), else None."""
+  if any(isinstance(x, Loop) for x in l.body): return None
+  roots = [r for x in l.body for r in (x.idx, x.value, x.valid)]
+  dep = {}
+  for n in toposort(roots): dep[n] = n is l.var or any(dep[x] for x in n.src)
+  if not any(dep[n] for n in dep if _compared(n) is not None): return None
+  return _stores_at(l, [{l.var: sym.const(v)} for v in range(l.size)])
+
+def _interleaved(l: Loop, k: Kernel) -> list | None:
+  """Innermost loop `l` over v whose masks compare v % m (m up to WRITE_OUT, dividing its size: two arrays
+  interleaved, `stack([re, im], -1).reshape(...)`) as a loop over v / m whose body is the m stores of v = m q + r,
+  each folded for its r, else None."""
+  if l.parallel or any(isinstance(x, Loop) for x in l.body): return None
+  roots = [r for x in l.body for r in (x.idx, x.value, x.valid)]
+  for n in toposort(roots):
+    if (cmp := _compared(n)) is None: continue
+    terms, _ = sym.linear(cmp[1])
+    if len(terms) != 1: continue
+    (a, coef), = terms.items()
+    if a.op is Ops.REM and a.src[0] is l.var and coef == 1 and (m := a.src[1].arg[0]) <= WRITE_OUT and \
+       l.size % m == 0:
+      q = sym.loop_var(_max_var(k.body) + 1, l.size // m)
+      body = _stores_at(l, [{l.var: sym.add(sym.mul(q, m), sym.const(r))} for r in range(m)])
+      return None if body is None else [Loop(q, body)]
+  return None
+
+def _stores_at(l: Loop, points: list) -> list | None:
+  """The stores of loop `l` (no loops inside) at each substitution of `points`, folded; None where a masked load
+  is left in them: GCC 12 miscompiled outer loops it vectorized around such stores (TJX_KEEP_LOOP in the prelude)."""
+  out = [st for at in points for x in l.body if (st := _store_at(x, at)) is not None]
+  if any(n.op is Ops.LOAD and len(n.src) == 3 for n in toposort([r for x in out for r in (x.idx, x.value, x.valid)])):
+    return None
+  return out
+
+def _store_at(x: Store, at: dict) -> Store | None:
+  """Store `x` with the substitution `at` made and folded; None where its mask then always fails."""
+  valid = _folded(substitute([x.valid], at)[0])
+  if sym.is_const(valid) and not valid.arg[0]: return None
+  return Store(x.buf, _folded(substitute([x.idx], at)[0]), _folded(substitute([x.value], at)[0]),
+               sym.TRUE if sym.is_const(valid) else valid)
+
+def _stores_only(l: Loop) -> bool:
+  """Loop `l` and every loop in it store and nothing else (no accumulator, no order between iterations)."""
+  if l.acc is not None or l.serial or l.extra: return False
+  return all(isinstance(x, Store) or (isinstance(x, Loop) and _stores_only(x)) for x in l.body)
+
+def _index_of(u: UOp) -> UOp | None:
+  """The index expression `u` is (itself, an integer constant, or an integer cast of an index whose values the cast
+  keeps: an iota), else None."""
+  if u.dtype is IDX: return u
+  if u.op is Ops.CONST and u.dtype.kind in 'iu': return sym.const(u.arg[0])
+  if u.op is Ops.CAST and u.src[0].dtype is IDX and u.dtype.kind in 'iu':
+    lo, hi = sym.bounds(u.src[0])
+    if sym.dtype_bounds(u.dtype)[0] <= lo and hi <= sym.dtype_bounds(u.dtype)[1]: return u.src[0]
+  return None
+
+def _compared(n: UOp) -> tuple | None:
+  """(op, x, e) where node `n` compares the index x with the constant e as `x op e`, op one of '<', '>=', '==' and
+  '!=' (`e < x` is `x >= e + 1`, `x <= e` is `x < e + 1`), else None."""
+  if n.op not in (Ops.CMPLT, Ops.CMPLE, Ops.CMPEQ, Ops.CMPNE): return None
+  a, b = n.src
+  if sym.is_const(b) and (x := _index_of(a)) is not None: e, swapped = b.arg[0], False
+  elif sym.is_const(a) and (x := _index_of(b)) is not None: e, swapped = a.arg[0], True
+  else: return None
+  if n.op in (Ops.CMPEQ, Ops.CMPNE): return ('==' if n.op is Ops.CMPEQ else '!=', x, e)
+  strict = n.op is Ops.CMPLT
+  if swapped: return '>=', x, e + 1 if strict else e
+  return '<', x, e if strict else e + 1
+
+def _decided(cmp: tuple) -> bool | None:
+  """The value of comparison `cmp` (`_compared`) where the bounds of its index decide it, else None."""
+  op, x, e = cmp
+  lo, hi = sym.bounds(x)
+  if op in ('<', '>='): is_lt = True if hi < e else False if lo >= e else None
+  else: is_lt = (lo == hi == e) if (lo == hi == e or e < lo or e > hi) else None   # (x == e)
+  if is_lt is None: return None
+  return is_lt if op in ('<', '==') else not is_lt
+
+def _cuts(l: Loop) -> list:
+  """The values of l's variable v at which some comparison `c * v + d < e` (v its only variable) changes."""
+  roots = [r for x in walk(l.body) if isinstance(x, Store) for r in (x.idx, x.value, x.valid)]
+  cuts = set()
+  for n in toposort(roots):
+    if (cmp := _compared(n)) is None: continue
+    op, x, e = cmp
+    terms, c0 = sym.linear(x)
+    if set(terms) != {l.var}: continue
+    c = terms[l.var]
+    for t in ((e, e + 1) if op in ('==', '!=') else (e,)):   # where x < t changes: c * v < t - c0
+      at = -(-(t - c0) // c) if c > 0 else (t - c0) // c + 1   # v < at (c > 0), v >= at (c < 0)
+      if 0 < at < l.size: cuts.add(at)
+  return sorted(cuts)
+
+def _split_at_guards(l: Loop, k: Kernel) -> list | None:
+  if l.parallel or l.size < SPLIT_MIN: return None
+  cuts = _cuts(l)
+  edges = [0] + cuts + [l.size]
+  if not cuts or len(edges) - 1 > SPLIT_RANGES or max(b - a for a, b in zip(edges, edges[1:])) < SPLIT_LONG:
+    return None
+  fresh = itertools.count(_max_var(k.body) + 1)
+  return [_shifted(l, a, b, fresh) for a, b in zip(edges, edges[1:])]
+
+def _shifted(l: Loop, start: int, end: int, fresh) -> Loop:
+  """Loop `l` over the values start .. end - 1 of its variable, its masks folded there; it and each loop inside it
+  get new variables (numbered by `fresh`), so no two loops of the kernel share one."""
+  def copy(x: Loop, at: dict, lo: int, size: int) -> Loop:
+    w = sym.loop_var(next(fresh), size)
+    at = {**at, x.var: sym.add(w, sym.const(lo))}
+    out = []
+    for y in x.body:
+      if isinstance(y, Loop): out.append(copy(y, at, 0, y.size))
+      elif (st := _store_at(y, at)) is not None: out.append(st)
+    return Loop(w, out)
+  return copy(l, {}, start, end - start)
+
+def _folded(u: UOp) -> UOp:
+  """`u` rebuilt with its index arithmetic simplified (`sym.resimplify`) and every comparison its variables'
+  ranges decide folded, with what depends on it: masks, selects and masked loads."""
+  done: dict = {}
+  for n in toposort([u]):
+    src = tuple(done[s] for s in n.src)
+    if n.dtype is IDX and n.op is Ops.ADD: done[n] = sym.add(*src)
+    elif n.dtype is IDX and n.op is Ops.MUL and sym.is_const(src[1]): done[n] = sym.mul(src[0], src[1].arg[0])
+    elif n.dtype is IDX and n.op is Ops.DIV and sym.is_const(src[1]): done[n] = sym.floordiv(src[0], src[1].arg[0])
+    elif n.dtype is IDX and n.op is Ops.REM and sym.is_const(src[1]): done[n] = sym.mod(src[0], src[1].arg[0])
+    elif (cmp := _compared(n.replace(src=src))) is not None:
+      done[n] = n.replace(src=src) if (v := _decided(cmp)) is None else scalar(v, n.dtype)
+    elif n.op is Ops.NOT and sym.is_const(src[0]): done[n] = scalar(not src[0].arg[0], n.dtype)
+    elif n.op is Ops.CAST and sym.is_const(src[0]) and src[0].dtype is IDX and n.dtype.kind in 'iu' and \
+        sym.dtype_bounds(n.dtype)[0] <= src[0].arg[0] <= sym.dtype_bounds(n.dtype)[1]:
+      done[n] = scalar(src[0].arg[0], n.dtype)
+    elif n.op in (Ops.AND, Ops.OR) and n.dtype is dtypes.bool_ and any(sym.is_const(x) for x in src):
+      c, other = (src[0], src[1]) if sym.is_const(src[0]) else (src[1], src[0])
+      done[n] = other if bool(c.arg[0]) == (n.op is Ops.AND) else c
+    elif n.op is Ops.WHERE and sym.is_const(src[0]): done[n] = src[1] if src[0].arg[0] else src[2]
+    elif n.op is Ops.LOAD and len(src) == 3 and sym.is_const(src[2]):
+      done[n] = UOp(Ops.LOAD, n.dtype, src[:2]) if src[2].arg[0] else _zero(n.dtype)
+    else: done[n] = n if src == n.src else n.replace(src=src)
+  return done[u]
+
+def _zero(dtype) -> UOp:
+  """The value a masked load reads where its mask fails: zero bits."""
+  return scalar(False if dtype is dtypes.bool_ else 0.0 if dtypes.is_float(dtype) else 0, dtype)

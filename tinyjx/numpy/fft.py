@@ -302,8 +302,8 @@ def _irfft_half(half: Array, n: int) -> Array:
   is (X[k] + conj X[m - k]) / 2 + i exp(2 pi i k / n) (X[k] - conj X[m - k]) / 2, whose inverse transform holds
   x[2j] + i x[2j + 1]. The imaginary parts of X[0] and X[m] are ignored, as numpy's."""
   m = n // 2
-  k = np.arange(m + 1)
-  x = jnp.where(_const((k == 0) | (k == m), dtypes.bool_), jnp.real(half).astype(half.dtype), half)
+  k = jnp.arange(m + 1)                                        # (an iota: the kernel's loop splits at its ends)
+  x = jnp.where((k == 0) | (k == m), jnp.real(half).astype(half.dtype), half)
   rev = jnp.conj(jnp.flip(x, -1))                              # conj X[m - k]
   w = _roots(n, m, 1, rows=2)[1]                              # exp(2 pi i k / n)
   z = _nodes((x + rev)[..., :m] + (x - rev)[..., :m] * _const(1j * w, x.dtype), -1, True)
