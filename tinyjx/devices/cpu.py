@@ -533,22 +533,6 @@ class CPUDevice(Backend):
                        f"7, got {n} (shape {shape}, axis {axis}); jnp.fft composes other lengths of smaller ones")
     if rc != 0: raise MemoryError(f"fft: no memory for the scratch of a {n}-point transform ({x.dtype}, shape {shape})")
 
-  def pairs(self, re: np.ndarray, im: np.ndarray, dt) -> np.ndarray:
-    """Not part of the contract: the complex `dt` array of float parts `re` and `im` of one shape, put together in
-    C on the cores (numpy's strided copy `out.real = re` is one thread, at about a third of memory's speed; below
-    PAIRS_C values numpy's is the quicker call)."""
-    if re.size < PAIRS_C:
-      out = np.empty(re.shape, dt.np)
-      out.real, out.imag = re, im
-      return out
-    out = host_empty(re.shape, dt.np)[0]
-    if re.size:
-      sfx = 'f32' if re.dtype == np.float32 else 'f64'
-      self._threads(FFT_SOURCES[sfx])
-      fn = _linalg(f'tjx_pairs_{sfx}')
-      fn(address(np.ascontiguousarray(re)), address(np.ascontiguousarray(im)), address(out), re.size)
-    return out
-
   def _threads(self, source: str | None = None) -> None:
     """OpenMP's thread count for the routines of `source` (LINALG, one of FFT_SOURCES; process-wide: set through any
     library of ours)."""
@@ -949,7 +933,6 @@ TJX_TRSM(float, f32)
 TJX_TRSM(double, f64)
 """
 
-PAIRS_C = 1 << 15   # complex values from which `pairs` puts parts together in C
 
 # --- jnp.fft's transforms of lengths of 2, 3, 5 and 7: the FFT node (a runtime step, tinyjx.lower.steps.FftStep) ---
 FFT = NATIVE_HEAD + r"""
@@ -1247,24 +1230,15 @@ int tjx_fft_##N(const T *x, T *y, const T *tw, int64_t outer, int64_t n, int64_t
   free(scratch); \
   return 0; \
 }
-/* The parts re and im of `count` complex values put together into pairs in out (a compiled program's complex
-   result: its kernels write the parts as two float arrays). */
-#define TJX_PAIRS(T, N) \
-void tjx_pairs_##N(const T *re, const T *im, T *out, int64_t count) { \
-  _Pragma("omp parallel for schedule(static) if(count > 65536)") \
-  for (int64_t i = 0; i < count; i++) { out[2 * i] = re[i]; out[2 * i + 1] = im[i]; } \
-}
 """
 # one library for each type, so a float32 program compiles only its half (GCC takes about half of the 9 s of both)
-FFT_SOURCES = {sfx: FFT + f"TJX_FFT({t}, {sfx})\nTJX_PAIRS({t}, {sfx})\n" for sfx, t in (('f32', 'float'),
-                                                                                         ('f64', 'double'))}
+FFT_SOURCES = {sfx: FFT + f"TJX_FFT({t}, {sfx})\n" for sfx, t in (('f32', 'float'), ('f64', 'double'))}
 
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 NATIVE_ROUTINES = {   # a routine of LINALG or FFT (its type suffix, _f32 or _f64, left off): source (or the sources by
   'tjx_lu': (LINALG, None, [_P] * 3 + [_I] * 3),          # suffix), result, arguments
   'tjx_trsm': (LINALG, None, [_P] * 3 + [_I] * 4),
   'tjx_fft': (FFT_SOURCES, ctypes.c_int, [_P] * 3 + [_I] * 4 + [ctypes.c_double]),
-  'tjx_pairs': (FFT_SOURCES, None, [_P] * 3 + [_I]),
 }
 
 @lru_cache(None)

@@ -220,6 +220,7 @@ PASSES = [
   ("as_matmul", on_kernels(as_matmul)),  # CPU: a big sum of products runs as packed panels and register tiles
   ("unroll_windows", on_kernels(unroll_windows)),  # CPU: a 2 x 2 pool's window written out: the outputs vectorize
   ("merge_nests", on_kernels(merge_nests)),  # CPU: a 20 x 20 image is one loop of 400 where every address allows it
+  ("split_guards", on_kernels(split_guards)),  # CPU: a loop over a concatenation's pieces runs as one loop a piece
   ("as_column_reduction", on_kernels(as_column_reduction)),  # CPU: x.sum(0) keeps a row of sums, so it vectorizes
   ("as_column_scan", on_kernels(as_column_scan)),  # CPU: cumsum(x, 0) keeps a row of running values, so it vectorizes
   ("split_reductions", on_kernels(split_reductions)),  # CPU: a big full sum runs as parallel chunks (fixed in number)
@@ -233,7 +234,6 @@ PASSES = [
   ("stream_stores", on_kernels(stream_stores)),  # CPU: a kernel that stores far more than the caches hold bypasses them
   ("defer_row_stores", on_kernels(defer_row_stores)),  # CPU: a row's stores run in the next row's loop: divides overlap
   ("block_transposes", on_kernels(block_transposes)),  # CPU: a transpose moves square blocks through vector registers
-  ("split_guards", on_kernels(split_guards)),  # CPU: a loop over a concatenation's pieces runs as one loop a piece
   ("spread_reductions", do_spread_reductions),  # GPU: a long full reduction runs on many work groups, then one
   ("grid", on_kernels(as_grid, 'grid')),  # GPU: work items or work groups sharing reductions, matmul tiles
   ("estimate", do_estimate),            # each kernel's flops and bytes, for DEBUG=2, the counters and VIZ
@@ -247,8 +247,8 @@ def passes(first: str | None = None, last: str | None = None) -> list:
   """The entries of PASSES from the one named `first` through the one named `last` (by default from the first,
   through the last): a part of the pipeline is always a slice of the one list.
 
-  >>> [name for name, _ in passes('defer_row_stores', 'estimate')]
-  ['defer_row_stores', 'block_transposes', 'split_guards', 'spread_reductions', 'grid', 'estimate']
+  >>> [name for name, _ in passes('mark_parallel', 'estimate')]
+  ['mark_parallel', 'stream_stores', 'defer_row_stores', 'block_transposes', 'spread_reductions', 'grid', 'estimate']
   """
   names = [name for name, _ in PASSES]
   for n in (first, last):

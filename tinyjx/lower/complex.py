@@ -6,12 +6,13 @@ two adds, exp(z) is exp(re) (cos im, sin im), a complex dot_general is two real 
 complex node left, so fusion, the matmul tiling, vectorization and every renderer (C, OpenCL, CUDA) apply as they
 are; no dialect needs a complex type of its own (OpenCL C has none). In memory a complex array stays as numpy and
 C99 store it, the parts interleaved: a complex input of shape S is read as a float array of shape S + (2,) (a view
-on the CPU, a copy through the host on a device whose memory is not the host's), and a complex output is written as
-its two parts, which `SplitExecutable` interleaves into a complex buffer on the host.
+on the CPU, a copy through the host on a device whose memory is not the host's), and a complex output is written
+the same way, its parts side by side (`packed`: the kernel that computes them stores both, a pair at a time), so
+`SplitExecutable` hands the float array over as the complex result's buffer: no copy, no pass on the host.
 
 Contract: `split(params, roots, device)` maps a jaxpr whose params and roots may be complex to one with none (a complex
-param of shape S becomes a float one of shape S + (2,), a complex root two float roots, its real and imaginary
-parts). Ops a complex operand can reach are those of
+param of shape S becomes a float one of shape S + (2,), a complex root one float root of shape S + (2,), its real
+and imaginary parts interleaved). Ops a complex operand can reach are those of
 `GroupOp.AcceptsComplex`, the movement ops, sums, dot_general, gather, scatter (add, set) and the linear collectives;
 a COND, WHILE or SCAN takes and gives its complex values packed the same way, its sub-jaxprs wrapped to unpack them
 (each is compiled, and split, as a program of its own). Anything else on complex operands raises
@@ -213,13 +214,6 @@ def parts_array(host: np.ndarray, dt) -> np.ndarray:
   host = np.ascontiguousarray(host, dt.np)
   return host.reshape(-1).view(dtypes.real_dtype(dt).np).reshape(host.shape + (2,))
 
-def complex_array(re: np.ndarray, im: np.ndarray, dt) -> np.ndarray:
-  """The complex `dt` array of float parts `re` and `im` (interleaved by numpy on the host: one pass over memory,
-  where a kernel interleaving them would compute both parts for every element it writes)."""
-  out = np.empty(re.shape, dt.np)
-  out.real, out.imag = re, im
-  return out
-
 def buffer_parts(n: UOp) -> tuple:
   """A complex BUFFER leaf (a constant of the program) as a float BUFFER of its parts."""
   from tinyjx.devices.python import NumpyBuffer
@@ -292,14 +286,14 @@ def split(params: list, roots: list, device: str = "a compiled device") -> tuple
   return [new.get(p, p) for p in params], outs
 
 def root_parts(z: tuple) -> tuple:
-  """The outputs that carry a complex root: its parts re and im, or the one array of interleaved parts an FFT step
-  wrote (`SplitExecutable` views it as the complex result: no copy, no interleaving on the host)."""
-  whole = packed_source(z)
-  return (whole,) if whole is not None and whole.op is Ops.FFT else z
+  """The output that carries a complex root: one float array of its parts interleaved, the complex result's bytes
+  (`SplitExecutable` views it as that result: no copy, no interleaving on the host), which an FFT step writes as it
+  is and a kernel writes as pairs of stores (`optimize.split_guards` writes out its select between the parts)."""
+  return (packed(z),)
 
 class SplitExecutable:
   """The executable of a split program, bound and read as the complex program: complex input Buffers are handed
-  over as their interleaved float parts, the two part outputs of a complex result come back as one complex Buffer.
+  over as their interleaved float parts, and a complex result's interleaved float parts come back as its Buffer.
   Everything else is the inner executable's (`kernels`, `source`, printing)."""
   def __init__(self, exe, params: list, outs: list):
     self.exe, self.in_dtypes, self.out_dtypes = exe, [p.dtype for p in params], [o.dtype for o in outs]
@@ -326,16 +320,10 @@ class SplitExecutable:
             for b, dt in zip(inputs, self.in_dtypes)]
 
   def _packed(self, outs: list) -> list:
-    """The complex program's outputs from the inner one's: the two part Buffers of a complex result as one."""
-    dev, outs, results = self.exe.device, iter(outs), []
-    pairs = getattr(dev, 'pairs', complex_array)     # the CPU device's in C, on its cores
-    for dt, shape in zip(self.out_dtypes, self.out_shapes):
-      b = next(outs)
-      if dtypes.is_complex(dt):
-        if tuple(b.shape) == shape + (2,): b = dev.from_numpy(b.numpy().view(dt.np).reshape(shape), dt)   # packed
-        else: b = dev.from_numpy(pairs(b.numpy(), next(outs).numpy(), dt), dt)
-      results.append(b)
-    return results
+    """The complex program's outputs from the inner one's: a complex result's float pairs viewed as complex values."""
+    dev = self.exe.device
+    return [dev.from_numpy(b.numpy().view(dt.np).reshape(shape), dt) if dtypes.is_complex(dt) else b
+            for b, dt, shape in zip(outs, self.out_dtypes, self.out_shapes)]
 
   @property
   def timing_hook(self): return self.exe.timing_hook

@@ -15,6 +15,10 @@ Each rewrite is `name(kernel, device)` and changes the kernel in place. Each is 
   window) is its updates written out, so the loop over the outputs vectorizes;
 - `merge_nests`: two nested loops that walk every address as one loop would (the last two axes of a contiguous
   array) become one loop: a 20 x 20 image is one vector loop of 400, not 20 of 20 with a remainder each;
+- `split_guards`: a loop whose masks compare its variable with constants (a concatenation's pieces, a pad's edges)
+  runs as one loop for each range where the masks are constant, masks folded: plain loads, which vectorize; an
+  inner loop of two that selects on its variable, or a loop whose masks test its variable modulo two (complex
+  parts interleaved), has its stores written out for each value, folded;
 - `as_column_reduction`: a reduction over a strided axis (`x.sum(0)`) keeps a row of accumulators, so the
   innermost loop walks memory in order and vectorizes;
 - `as_column_scan`: a scan along an axis that is not the last (`cumsum(x, 0)`) keeps a row of running values, so
@@ -45,10 +49,6 @@ Each rewrite is `name(kernel, device)` and changes the kernel in place. Each is 
 - `block_transposes`: a transpose's copy, a cache line of the output at a time, moves square blocks (a vector's
   lanes on a side) through vector registers (a `Transpose` statement) instead of gathering each line one element a
   row;
-- `split_guards`: a loop whose masks compare its variable with constants (a concatenation's pieces, a pad's edges)
-  runs as one loop for each range where the masks are constant, masks folded: plain loads, which vectorize; an
-  inner loop of two that selects on its variable, or a loop whose masks test its variable modulo two (complex
-  parts interleaved), has its stores written out for each value, folded;
 - `estimate(kernel, slot_bytes)`, a pass on every device: work estimates (flops, bytes) for DEBUG=2, the counters
   and VIZ.
 Loops marked `serial` (reductions, scatters with duplicate indices) are never run in parallel.
@@ -924,7 +924,8 @@ def tile_transposes(k: Kernel, device=None) -> None:
   more apart (a materialized transpose, `x.T * 2`, fft's last reorder), walks that input a cache line at a time:
   the innermost loop is cut into blocks of one line of the read, and the blocks run outside the loop along which
   the read is contiguous. Each line the read brings in is used whole before it leaves L1 (`x.T * 2` of 2048 x 2048
-  float32: 17 -> 3.5 ms). The same stores of the same values: results do not change."""
+  float32: 17 -> 3.5 ms). The stores may be pairs (a complex result's parts, written out by `split_guards`). The
+  same stores of the same values: results do not change."""
   for i, s in reversed(list(enumerate(k.body))):
     if isinstance(s, Loop) and (nest := _transpose_nest(s, k)) is not None: k.body[i:i + 1] = nest
 
@@ -950,7 +951,8 @@ def _transpose_nest(top: Loop, k: Kernel) -> list | None:
   if len(loops) < 2 or not inner or any(l.serial or l.acc is not None for l in loops): return None
   if not all(isinstance(s, Store) and s.valid.op is Ops.CONST for s in inner): return None
   b = loops[-1].var
-  if any(sym.linear(s.idx)[0].get(b) != 1 for s in inner) or any(_reads_outputs(s.value, k) for s in inner): return None
+  steps = {sym.linear(s.idx)[0].get(b) for s in inner}          # 1, or 2: complex parts stored as pairs
+  if steps not in ({1}, {2}) or any(_reads_outputs(s.value, k) for s in inner): return None
   reads = [(n, stride) for n in toposort([s.value for s in inner]) if n.op is Ops.LOAD and (stride := _across(n, b))]
   if not reads: return None
   load, stride = reads[0]
@@ -1217,8 +1219,9 @@ def split_guards(k: Kernel, device=None, stmts: list | None = None) -> None:
   every element (`*(c ? &x[i] : zero)`) kept it scalar. Two shapes of mask are written out instead: an inner loop of
   WRITE_OUT iterations that compares its variable (complex parts as pairs, `i == 0 ? re : im`), and a loop whose
   masks test its variable modulo two (`_interleaved`: the same pairs after a reshape merged them into the row). The
-  same values are loaded and computed either way. Loops already running on threads are left whole (their iterations
-  are the threads' shares); `stmts` (default the kernel's body) is the list being walked."""
+  same values are loaded and computed either way. It runs before the passes that read loops' shapes (`tile_transposes`
+  then sees a complex transpose's pairs of stores as one elementwise nest) and before `mark_parallel`; `stmts`
+  (default the kernel's body) is the list being walked."""
   stmts = k.body if stmts is None else stmts
   i = 0
   while i < len(stmts):
@@ -1332,6 +1335,9 @@ def _cuts(l: Loop) -> list:
 
 def _split_at_guards(l: Loop, k: Kernel) -> list | None:
   if l.parallel or l.size < SPLIT_MIN: return None
+  if not any(isinstance(x, Loop) for x in l.body) and \
+     any(n.op is Ops.LOAD and _across(n, l.var) for x in l.body for n in toposort([x.value])):
+    return None                          # a transposed read: `tile_transposes` blocks this nest, masks and all
   cuts = _cuts(l)
   edges = [0] + cuts + [l.size]
   if not cuts or len(edges) - 1 > SPLIT_RANGES or max(b - a for a, b in zip(edges, edges[1:])) < SPLIT_LONG:
