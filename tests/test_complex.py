@@ -473,3 +473,20 @@ def test_values_and_gradients_match_jax(name):
   g_mine = tinyjx.grad(loss(mine, jnp))(jnp.asarray(z))
   g_theirs = jax.grad(loss(theirs, jjnp))(jjnp.asarray(z))
   np.testing.assert_allclose(np.asarray(g_mine), np.asarray(g_theirs), rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize('shape', [(1,), (7,), (33, 5), (31, 257)])
+def test_a_complex_result_is_stored_as_pairs_by_its_kernel(cpu, shape):
+  """A complex result comes out of the kernel that computes it as its float pairs (one kernel, no select left
+  between the parts: `split_guards` writes out its two stores), which are the complex result's memory as they are;
+  elementwise, transposed (`tile_transposes` with pairs of stores) and padded, against numpy."""
+  z = crandn(*shape)
+  progs = [(lambda z: z * z + 1, lambda z: z * z + 1), (lambda z: z.T * (2 - 1j), lambda z: z.T * (2 - 1j)),
+           (lambda z: jnp.pad(z, [(1, 2)] * z.ndim) * 1j, lambda z: np.pad(z, [(1, 2)] * z.ndim) * 1j)]
+  for i, (f, npf) in enumerate(progs):
+    with tinyjx.Context(TINYJX_DEVICE='CPU'):
+      text = tinyjx.jit(f).lower(jnp.asarray(z)).compile().as_text()
+      got = np.asarray(tinyjx.jit(f)(jnp.asarray(z)))
+    assert text.count('static void k') == 1
+    if i < 2 or min(shape) >= 16: assert ' ? ' not in text[text.index('static void k0'):], text   # pads: long rows
+    assert got.dtype == np.complex64
+    np.testing.assert_allclose(got, npf(z), rtol=1e-6, atol=1e-6)
