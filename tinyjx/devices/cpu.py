@@ -933,7 +933,6 @@ TJX_TRSM(float, f32)
 TJX_TRSM(double, f64)
 """
 
-
 # --- jnp.fft's transforms of lengths of 2, 3, 5 and 7: the FFT node (a runtime step, tinyjx.lower.steps.FftStep) ---
 FFT = NATIVE_HEAD + r"""
 /* The DFT of `outer * inner` complex vectors of n points (n at least 2, its prime factors 2, 3, 5 and 7), the

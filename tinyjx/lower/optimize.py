@@ -1242,7 +1242,7 @@ def _written_out_stores(l: Loop) -> list | None:
   """The stores of inner loop `l` (no loops inside) written out for each value of its variable, folded, where some
   comparison in them depends on it (complex parts interleaved: `i == 0 ? re : im`), else None."""
   if any(isinstance(x, Loop) for x in l.body): return None
-  roots = [r for x in l.body for r in (x.idx, x.value, x.valid)]
+  roots = _store_roots(l.body)
   dep = {}
   for n in toposort(roots): dep[n] = n is l.var or any(dep[x] for x in n.src)
   if not any(dep[n] for n in dep if _compared(n) is not None): return None
@@ -1252,8 +1252,8 @@ def _interleaved(l: Loop, k: Kernel) -> list | None:
   """Innermost loop `l` over v whose masks compare v % m (m up to WRITE_OUT, dividing its size: two arrays
   interleaved, `stack([re, im], -1).reshape(...)`) as a loop over v / m whose body is the m stores of v = m q + r,
   each folded for its r, else None."""
-  if l.parallel or any(isinstance(x, Loop) for x in l.body): return None
-  roots = [r for x in l.body for r in (x.idx, x.value, x.valid)]
+  if any(isinstance(x, Loop) for x in l.body): return None
+  roots = _store_roots(l.body)
   for n in toposort(roots):
     if (cmp := _compared(n)) is None: continue
     terms, _ = sym.linear(cmp[1])
@@ -1270,7 +1270,7 @@ def _stores_at(l: Loop, points: list) -> list | None:
   """The stores of loop `l` (no loops inside) at each substitution of `points`, folded; None where a masked load
   is left in them: GCC 12 miscompiled outer loops it vectorized around such stores (TJX_KEEP_LOOP in the prelude)."""
   out = [st for at in points for x in l.body if (st := _store_at(x, at)) is not None]
-  if any(n.op is Ops.LOAD and len(n.src) == 3 for n in toposort([r for x in out for r in (x.idx, x.value, x.valid)])):
+  if any(n.op is Ops.LOAD and len(n.src) == 3 for n in toposort(_store_roots(out))):
     return None
   return out
 
@@ -1280,6 +1280,10 @@ def _store_at(x: Store, at: dict) -> Store | None:
   if sym.is_const(valid) and not valid.arg[0]: return None
   return Store(x.buf, _folded(substitute([x.idx], at)[0]), _folded(substitute([x.value], at)[0]),
                sym.TRUE if sym.is_const(valid) else valid)
+
+def _store_roots(stores) -> list:
+  """The expressions of `stores`: each one's index, value and mask."""
+  return [r for x in stores for r in (x.idx, x.value, x.valid)]
 
 def _stores_only(l: Loop) -> bool:
   """Loop `l` and every loop in it store and nothing else (no accumulator, no order between iterations)."""
@@ -1320,7 +1324,7 @@ def _decided(cmp: tuple) -> bool | None:
 
 def _cuts(l: Loop) -> list:
   """The values of l's variable v at which some comparison `c * v + d < e` (v its only variable) changes."""
-  roots = [r for x in walk(l.body) if isinstance(x, Store) for r in (x.idx, x.value, x.valid)]
+  roots = _store_roots(x for x in walk(l.body) if isinstance(x, Store))
   cuts = set()
   for n in toposort(roots):
     if (cmp := _compared(n)) is None: continue
@@ -1334,7 +1338,7 @@ def _cuts(l: Loop) -> list:
   return sorted(cuts)
 
 def _split_at_guards(l: Loop, k: Kernel) -> list | None:
-  if l.parallel or l.size < SPLIT_MIN: return None
+  if l.size < SPLIT_MIN: return None
   if not any(isinstance(x, Loop) for x in l.body) and \
      any(n.op is Ops.LOAD and _across(n, l.var) for x in l.body for n in toposort([x.value])):
     return None                          # a transposed read: `tile_transposes` blocks this nest, masks and all
@@ -1359,28 +1363,21 @@ def _shifted(l: Loop, start: int, end: int, fresh) -> Loop:
   return copy(l, {}, start, end - start)
 
 def _folded(u: UOp) -> UOp:
-  """`u` rebuilt with its index arithmetic simplified (`sym.resimplify`) and every comparison its variables'
-  ranges decide folded, with what depends on it: masks, selects and masked loads."""
+  """`u` rebuilt with its index arithmetic simplified (`sym.rebuilt`, resimplify's step) and every comparison its
+  variables' ranges decide folded, with what depends on it: masks, selects and masked loads."""
   done: dict = {}
   for n in toposort([u]):
     src = tuple(done[s] for s in n.src)
-    if n.dtype is IDX and n.op is Ops.ADD: done[n] = sym.add(*src)
-    elif n.dtype is IDX and n.op is Ops.MUL and sym.is_const(src[1]): done[n] = sym.mul(src[0], src[1].arg[0])
-    elif n.dtype is IDX and n.op is Ops.DIV and sym.is_const(src[1]): done[n] = sym.floordiv(src[0], src[1].arg[0])
-    elif n.dtype is IDX and n.op is Ops.REM and sym.is_const(src[1]): done[n] = sym.mod(src[0], src[1].arg[0])
-    elif (cmp := _compared(n.replace(src=src))) is not None:
-      done[n] = n.replace(src=src) if (v := _decided(cmp)) is None else scalar(v, n.dtype)
+    m = sym.rebuilt(n, src)
+    if (cmp := _compared(m)) is not None: done[n] = m if (v := _decided(cmp)) is None else scalar(v, n.dtype)
     elif n.op is Ops.NOT and sym.is_const(src[0]): done[n] = scalar(not src[0].arg[0], n.dtype)
-    elif n.op is Ops.CAST and sym.is_const(src[0]) and src[0].dtype is IDX and n.dtype.kind in 'iu' and \
-        sym.dtype_bounds(n.dtype)[0] <= src[0].arg[0] <= sym.dtype_bounds(n.dtype)[1]:
-      done[n] = scalar(src[0].arg[0], n.dtype)
     elif n.op in (Ops.AND, Ops.OR) and n.dtype is dtypes.bool_ and any(sym.is_const(x) for x in src):
       c, other = (src[0], src[1]) if sym.is_const(src[0]) else (src[1], src[0])
       done[n] = other if bool(c.arg[0]) == (n.op is Ops.AND) else c
     elif n.op is Ops.WHERE and sym.is_const(src[0]): done[n] = src[1] if src[0].arg[0] else src[2]
     elif n.op is Ops.LOAD and len(src) == 3 and sym.is_const(src[2]):
       done[n] = UOp(Ops.LOAD, n.dtype, src[:2]) if src[2].arg[0] else _zero(n.dtype)
-    else: done[n] = n if src == n.src else n.replace(src=src)
+    else: done[n] = m
   return done[u]
 
 def _zero(dtype) -> UOp:

@@ -228,16 +228,18 @@ def clamp(x: UOp, size: int) -> UOp:
   if lo < 0: x = UOp(Ops.MAX, IDX, (x, const(0)))
   return x
 
+def rebuilt(n: UOp, src: tuple) -> UOp:
+  """Node `n` on the sources `src`, its index arithmetic rebuilt through the constructors (resimplify's step)."""
+  if n.dtype is IDX and n.op is Ops.ADD: return add(*src)
+  if n.dtype is IDX and n.op is Ops.MUL and is_const(src[1]): return mul(src[0], src[1].arg[0])
+  if n.dtype is IDX and n.op is Ops.DIV and is_const(src[1]): return floordiv(src[0], src[1].arg[0])
+  if n.dtype is IDX and n.op is Ops.REM and is_const(src[1]): return mod(src[0], src[1].arg[0])
+  return n if src == n.src else n.replace(src=src)
+
 def resimplify(x: UOp) -> UOp:
   """Rebuild index arithmetic bottom-up through the constructors (after loop variables were substituted)."""
   done: dict = {}
-  for n in toposort([x]):
-    src = tuple(done[s] for s in n.src)
-    if n.dtype is IDX and n.op is Ops.ADD: done[n] = add(*src)
-    elif n.dtype is IDX and n.op is Ops.MUL and is_const(src[1]): done[n] = mul(src[0], src[1].arg[0])
-    elif n.dtype is IDX and n.op is Ops.DIV and is_const(src[1]): done[n] = floordiv(src[0], src[1].arg[0])
-    elif n.dtype is IDX and n.op is Ops.REM and is_const(src[1]): done[n] = mod(src[0], src[1].arg[0])
-    else: done[n] = n if src == n.src else n.replace(src=src)
+  for n in toposort([x]): done[n] = rebuilt(n, tuple(done[s] for s in n.src))
   return done[x]
 
 def _conjuncts(c: UOp) -> list:
