@@ -231,6 +231,37 @@ def test_replayed_complex_programs_give_both_parts():
       assert g.dtype == r.dtype
       np.testing.assert_allclose(np.asarray(g), r, rtol=2e-5, atol=2e-5)
 
+@needs_replay
+def test_numpy_arguments_take_the_hit_path():
+  """A training loop passes each batch as a numpy array, next to a pytree of Arrays: such calls replay too, keyed by
+  the numpy leaves' shapes and dtypes, each leaf copied in as the full path copies it (converted to its aval's
+  dtype: float64 data becomes float32 without x64). New values give new results; a new shape or dtype retraces; the
+  array may change in place between calls."""
+  f = tinyjx.jit(lambda p, x, y: (p['w'] * x.astype(jnp.float32) + p['b'], (x.astype(jnp.float32) * y).sum()))
+  p = {'w': arr(3, 4), 'b': arr(4, seed=1)}
+  rng = np.random.default_rng(6)
+  batch = lambda: (rng.integers(0, 255, (3, 4)).astype(np.uint8), rng.standard_normal(4))   # y float64
+  hot(f, p, *batch())
+  x, y = batch()
+  assert tinyjx.transforms.jit.replay_key((p, x, y), {})[0] in f._cache.replays
+  for _ in range(3):
+    x, y = batch()
+    with counters.measure() as c: out, total = f(p, x, y)
+    assert (c['traces'], c['compiles'], c['cache_hits'], c['cache_misses']) == (0, 0, 1, 0)
+    assert out.dtype == tinyjx.dtypes.float32 and total.dtype == tinyjx.dtypes.float32
+    close(out, np.asarray(p['w']) * x.astype(np.float32) + np.asarray(p['b']))
+    close(total, (x.astype(np.float32) * y.astype(np.float32)).sum(), 1e-5)
+    x[0, 0] = 7                                              # changed in place: the next call sees the new value
+    close(f(p, x, y)[0][0, 0], np.asarray(p['w'])[0, 0] * 7 + np.asarray(p['b'])[0])
+  for other in (rng.integers(0, 255, (1, 4)).astype(np.uint8), rng.integers(0, 255, (3, 4)).astype(np.int32)):
+    with counters.measure() as c: out, _ = f(p, other, y)
+    assert c['traces'] == 1
+    close(out, np.asarray(p['w']) * other.astype(np.float32) + np.asarray(p['b']))
+  with counters.measure() as c: f(p, jnp.asarray(x), y)       # an Array where a numpy array was: its own key
+  assert c['traces'] == 0 and c['cache_misses'] == 0
+  with pytest.raises(tinyjx.dtypes.DTypeError, match="x=object is not a supported dtype"):
+    f(p, np.array([['a'] * 4] * 3, dtype=object), y)                # still the full path's error
+
 def _loops(x, y):
   """Each kind of loop step between kernels: a scan over y's rows with an input computed before it (an intermediate
   of the arena) and a stacked output, a fori_loop with a nested while loop in its body (no single foreign call), a
