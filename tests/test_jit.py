@@ -262,6 +262,46 @@ def test_numpy_arguments_take_the_hit_path():
   with pytest.raises(tinyjx.dtypes.DTypeError, match="x=object is not a supported dtype"):
     f(p, np.array([['a'] * 4] * 3, dtype=object), y)                # still the full path's error
 
+@needs_replay
+def test_python_and_numpy_scalars_take_the_hit_path():
+  """A step count or a learning rate passed as a Python or numpy scalar replays too, keyed by its type (a Python
+  int, float or bool: weak unless a bool) or dtype; each call's value is the one used. An int past the default int's
+  range declines the hit path and gets the full path's error, which names the argument."""
+  f = tinyjx.jit(lambda x, step, lr, on: jnp.where(on, x * lr + step, x))
+  x = arr(5)
+  hot(f, x, 1, 0.5, True)
+  for step, lr, on in ((2, 0.25, True), (7, -1.5, True), (3, 2.0, False), (-2**31, 1.0, True)):
+    with counters.measure() as c: out = f(x, step, lr, on)
+    assert (c['traces'], c['cache_hits']) == (0, 1) and out.dtype == tinyjx.dtypes.float32 and not out.weak
+    close(out, np.asarray(x) * np.float32(lr) + np.float32(step) if on else np.asarray(x), 1e-6)
+  hot(f, x, np.int32(1), np.float32(0.5), np.bool_(True))             # numpy scalars: their own key
+  with counters.measure() as c: out = f(x, np.int32(4), np.float32(3.0), np.bool_(True))
+  assert (c['traces'], c['cache_hits']) == (0, 1)
+  close(out, np.asarray(x) * 3 + 4)
+  with counters.measure() as c: f(x, 1.5, 0.5, True)                  # a float where an int was: retraced
+  assert c['traces'] == 1
+  for big in (2**31, -2**31 - 1, 2**40):
+    with pytest.raises(OverflowError, match=rf"^step: Python int {big} is too large to convert to int32"):
+      f(x, big, 0.5, True)
+
+def test_a_python_int_argument_past_int32_is_an_error_not_a_wrapped_value():
+  """jit once copied a Python int argument past int32's range into an int32 buffer, wrapping it (jit(f)(x, 2**40)
+  added 0). Now it raises, as JAX does, naming the argument's path; within range (int32's ends) it is exact, and
+  with 64-bit mode on the int is an int64."""
+  f = tinyjx.jit(lambda x, n: x + n['k'][1])
+  x = jnp.zeros(2, jnp.int32)
+  for bad in (2**31, 2**40, -2**31 - 1, 2**63):
+    with pytest.raises(OverflowError, match=r"^n\['k'\]\[1\]: Python int -?\d+ is too large to convert to int32; "
+                                            r"pass it as a numpy int64 array"):
+      f(x, {'k': [0, bad]})
+  for ok in (2**31 - 1, -2**31, 0):
+    np.testing.assert_array_equal(np.asarray(f(x, {'k': [0, ok]})), np.full(2, ok, np.int32))
+  with tinyjx.settings.Context(JAX_ENABLE_X64=True):
+    out = tinyjx.jit(lambda n: n + 1)(2**40)
+    assert out.dtype == tinyjx.dtypes.int64 and int(out) == 2**40 + 1
+    with pytest.raises(OverflowError, match="too large to convert to int64; mark it static"):
+      tinyjx.jit(lambda n: n + 1)(2**64)
+
 def _loops(x, y):
   """Each kind of loop step between kernels: a scan over y's rows with an input computed before it (an intermediate
   of the arena) and a stacked output, a fori_loop with a nested while loop in its body (no single foreign call), a

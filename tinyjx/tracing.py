@@ -103,7 +103,12 @@ def aval_of(x, path: str = "argument") -> tuple:
   if isinstance(x, Array): return x.aval
   if isinstance(x, (bool, int, float, complex, np.bool_)) and not isinstance(x, np.ndarray):
     if isinstance(x, (np.number, np.bool_)): return ((), dtypes.to_dtype(np.asarray(x).dtype), False)
-    return ((), dtypes.python_scalar_dtype(x), not isinstance(x, bool))   # Python bool is not weak, as in JAX
+    dt = dtypes.python_scalar_dtype(x)
+    if type(x) is int and not (ii := dtypes.iinfo(dt)).min <= x <= ii.max:   # (it would wrap when copied in)
+      fix = ("mark it static, or pass it as a float" if dt.itemsize >= 8 else
+             "pass it as a numpy int64 array with 64-bit mode on (jax_enable_x64), or mark it static")
+      raise OverflowError(f"{path}: Python int {x} is too large to convert to {dt}; {fix}")
+    return ((), dt, not isinstance(x, bool))   # Python bool is not weak, as in JAX
   if isinstance(x, (np.ndarray, np.number)): return (tuple(x.shape), dtypes.to_dtype(x.dtype, path), False)
   raise TypeError(f"{path}: {type(x).__name__} is not a valid array argument; pass a tinyjx Array, a numpy array "
                   "or a Python scalar (or mark it static with static_argnums/static_argnames)")

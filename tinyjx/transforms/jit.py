@@ -18,8 +18,8 @@ not retrace (pass the array as an argument if it changes).
 
 The hit path (`replay_key`, the table `_Cache.replays`, `Executable.direct_runner`) is a tuple build, a dict lookup
 and the device's replay of the kernels: no graph walks, no binding checks, no logging (DEBUG takes the full path).
-Host numpy arguments (a training loop's batches) take it too: keyed by shape and dtype, copied to the device as the
-full path copies them.
+Host arguments (a training loop's numpy batches, a Python step count or learning rate) take it too: keyed by shape
+and dtype (a Python scalar by its type), copied to the device as the full path copies them.
 """
 from __future__ import annotations
 import functools, inspect, time, weakref
@@ -189,12 +189,13 @@ def input_buffers(leaves: list, avals: tuple, dev) -> list:
 # ---------------------------------------------------------------- the hit path
 
 def replay_key(args: tuple, kwargs: dict, device: str | None = None) -> tuple | None:
-  """The hit path's key of a call whose dynamic leaves are all computed Arrays or numpy arrays, with their Buffers
-  (a numpy leaf stands for itself: the replay copies it in); None for any other call. Everything `bind` puts in a key
-  is in it or fixed by it: the jit's `device=` (jits of one function share a cache), the argument structure (the
-  count of positional arrays, or `tree_util.structure_key`), and per leaf its Buffer's `key` (shape, device, dtype
-  name) and its weak type, or a numpy leaf's shape and dtype (its aval follows from them). The device the call runs
-  on and the codegen knobs follow from those and the settings epoch."""
+  """The hit path's key of a call whose dynamic leaves are all computed Arrays or host values, with their Buffers (a
+  host leaf, a numpy array or scalar or a Python scalar, stands for itself: the replay copies it in); None for any
+  other call. Everything `bind` puts in a key is in it or fixed by it: the jit's `device=` (jits of one function
+  share a cache), the argument structure (the count of positional arrays, or `tree_util.structure_key`), and per
+  leaf its Buffer's `key` (shape, device, dtype name) and its weak type, or a host leaf's shape and dtype (a Python
+  scalar's type), from which its aval follows. The device the call runs on and the codegen knobs follow from those
+  and the settings epoch."""
   if kwargs: return _tree_replay_key(args, kwargs, device)
   key, bufs = [device, len(args)], []
   for x in args:
@@ -217,13 +218,25 @@ def _tree_replay_key(args: tuple, kwargs: dict, device: str | None) -> tuple | N
     return None
   return _leaves_key([device, structure], leaves)
 
+_SCALARS = (bool, int, float, complex)
+
+def _host(x) -> bool:
+  """A leaf the hit path copies in: a numpy array or scalar, or a Python scalar (a step count, a learning rate)."""
+  return type(x) is np.ndarray or type(x) in _SCALARS or isinstance(x, np.generic)
+
 def _leaves_key(key: list, leaves) -> tuple | None:
-  """`replay_key`'s per-leaf part, appended to `key` (which holds the structure)."""
+  """`replay_key`'s per-leaf part, appended to `key` (which holds the structure). A host leaf stands for itself:
+  a numpy array or scalar by its shape and dtype, a Python scalar by its type (weak unless a bool, as `aval_of`)."""
   bufs = []
   for x in leaves:
-    if type(x) is np.ndarray:
+    if type(x) is np.ndarray or isinstance(x, np.generic):
       key.append(('host', x.shape, x.dtype))
       key.append(False)
+      bufs.append(x)
+      continue
+    if type(x) in _SCALARS:
+      key.append(('host', type(x)))
+      key.append(type(x) is not bool)
       bufs.append(x)
       continue
     if type(x) is not Array or (b := x.realized_buffer()) is None: return None
@@ -238,14 +251,19 @@ def _replayer(entry: _Entry, runner, hosts: tuple = (), dev=None):
   """The hit path of one cache entry: `replay(buffers)` runs the executable's direct runner on the leaves' buffers
   and returns the outputs as `_execute` does (Arrays whose node is made when first needed), or None when the runner
   declines (then the call takes the full path). The runner counts the hit (HIT) with its kernels. `hosts` holds
-  (position, dtype) of the numpy leaves, copied to `dev` first as `input_buffers` copies them."""
+  (position, dtype) of the host leaves, copied to `dev` first as `input_buffers` copies them."""
   out_weak, out_tree = entry.jaxpr.out_weak, entry.jaxpr.out_tree
   of_buffer = Array.of_buffer
   if hosts:
     run = runner
+    bounds = {i: dtypes.iinfo(dt) for i, dt in hosts if dt.kind in 'iu'}
     def runner(inputs: list):
       inputs = list(inputs)
-      for i, dt in hosts: inputs[i] = host_buffer(inputs[i], dt, dev)
+      for i, dt in hosts:
+        x = inputs[i]
+        # a Python int past its dtype's range declines: the full path says which argument (`tracing.aval_of`)
+        if type(x) is int and i in bounds and not bounds[i].min <= x <= bounds[i].max: return None
+        inputs[i] = host_buffer(x, dt, dev)
       return run(inputs)
   if out_tree == tree_util.tree_structure(0):
     weak = out_weak[0]
@@ -318,9 +336,9 @@ class JitFunction:
     found = replay_key(args, call.kwargs, self.device)
     runner = getattr(entry.exe, 'direct_runner', None)
     if found is None or runner is None: return
-    hosts = tuple((i, call.key[1][i][1]) for i, b in enumerate(found[1]) if type(b) is np.ndarray)
-    if any(type(b) is not np.ndarray and b.device != call.device.name for b in found[1]): return
-    if len(found[1]) != len(call.leaves) or any(b is not (x if type(b) is np.ndarray else x.realized_buffer())
+    hosts = tuple((i, call.key[1][i][1]) for i, b in enumerate(found[1]) if _host(b))
+    if any(not _host(b) and b.device != call.device.name for b in found[1]): return
+    if len(found[1]) != len(call.leaves) or any(b is not (x if _host(b) else x.realized_buffer())
                                                 for b, x in zip(found[1], call.leaves)):
       return   # (the key's leaves are not the ones bind traced with, in order: never replay such a key)
     if self._cache.replay_epoch != epoch: self._cache.replays, self._cache.replay_epoch = {}, epoch
@@ -341,7 +359,7 @@ class JitFunction:
       call.leaves, call.treedef = tree_util.tree_flatten((args, kwargs))
     try:
       avals = tuple(aval_fn(x, "argument") for x in call.leaves)
-    except TypeError:
+    except (TypeError, OverflowError):   # (again, with each leaf's path in the message)
       paths = self._paths(call)
       avals = tuple(aval_fn(x, p) for x, p in zip(call.leaves, paths))
     statics = ()
