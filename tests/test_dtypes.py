@@ -149,6 +149,35 @@ def test_astype_from_float32(dtype):
   np.testing.assert_array_equal(np.asarray(out, np.float64), np.asarray(FLOAT_TO[dtype], np.float64))
   np.testing.assert_array_equal(np.signbit(np.asarray(out, np.float64)), np.signbit(np.asarray(FLOAT_TO[dtype], float)))
 
+@pytest.mark.parametrize("dtype", [d for d in sorted(FLOAT_TO) if d in ('int8', 'int32', 'uint8', 'uint32')])
+def test_a_constant_converts_as_an_array_does(dtype):
+  """A scalar or a filled array is a constant node, converted when it is made: it once wrapped where the array
+  cast saturates (jnp.asarray(3e10).astype(jnp.int32) was -64770048, jnp.full((2,), 300.0, jnp.uint8) 44); now both
+  saturate, NaN to 0, as JAX. A float fill for an integer type converts the same way, as lax.full."""
+  want = FLOAT_TO[dtype]
+  for v, w in zip(FLOATS, want):
+    scalar = jnp.asarray(v).astype(dtype)
+    assert scalar.uop.op is tinyjx.uop.Ops.CONST and scalar.tolist() == w, (v, scalar.tolist(), w)
+    assert jnp.full((3,), v, dtype).tolist() == [w] * 3 and not jnp.full((3,), v, dtype).weak
+    assert (jnp.ones(2) * v).astype(dtype).tolist() == [w] * 2          # folded eagerly, constant times constant
+    assert tinyjx.jit(lambda x: (x * v).astype(dtype))(jnp.ones(2)).tolist() == [w] * 2   # compiled
+  assert jnp.full((2,), 2**40, jnp.int32).tolist() == [0, 0]            # a Python int fill still wraps, as JAX's
+
+@pytest.mark.parametrize("make", [lambda v, dt: jnp.asarray(v, dtype=dt), lambda v, dt: jnp.array([1.0, v], dt),
+                                  lambda v, dt: dt(v)], ids=['asarray', 'array', 'scalar_type'])
+def test_a_python_float_out_of_an_integer_types_range_is_an_error(make):
+  """jnp.asarray(3e10, dtype=jnp.int32), jnp.array([.., 3e10], jnp.int32) and jnp.int32(3e10) convert as numpy does
+  (and so JAX): a Python float that does not fit once truncated is an OverflowError, a NaN a ValueError (they
+  returned wrapped values); within range it truncates toward zero."""
+  for v, dt in ((3e10, jnp.int32), (300.0, jnp.uint8), (-1.5, jnp.uint32), (-129.5, jnp.int8), (math.inf, jnp.int32)):
+    with pytest.raises(OverflowError, match="out of bounds|infinity|cannot convert"):
+      make(v, dt)
+  with pytest.raises(ValueError, match="NaN"):
+    make(math.nan, jnp.int32)
+  for v, dt, w in ((2.7, jnp.int32, 2), (-0.5, jnp.uint8, 0), (127.9, jnp.int8, 127), (-2147483648.9, jnp.int32,
+                   -2147483648)):
+    assert np.asarray(make(v, dt)).ravel()[-1] == w
+
 @pytest.mark.parametrize("dtype", sorted(INT_TO))
 def test_astype_from_int32(dtype):
   out = jnp.asarray(INTS, jnp.int32).astype(dtype)

@@ -43,7 +43,10 @@ def test_asarray_dtype_argument_and_identity():
   x = jnp.asarray([1, 2])
   assert jnp.asarray(x) is x and jnp.asarray(x, jnp.float16).dtype is jnp.float16
   assert jnp.asarray(1.7, dtype=jnp.int32).item() == 1 and not jnp.asarray(1.7, dtype=jnp.int32).weak
-  assert jnp.asarray([300], dtype=jnp.uint8).tolist() == [44]   # as numpy's cast: wraps
+  for big in ([300], 300, [1.0, 300.0], [-1]):   # a Python number that does not fit: an error, as numpy's and JAX's
+    with pytest.raises(OverflowError, match="out of bounds for uint8"):
+      jnp.asarray(big, dtype=jnp.uint8)
+  assert jnp.asarray(np.array([300]), dtype=jnp.uint8).tolist() == [44]   # a numpy array's cast wraps, as numpy's
   assert jnp.asarray(2**31, dtype=jnp.uint32).item() == 2**31
 
 def test_array_ndmin_and_copy():

@@ -295,11 +295,17 @@ class UOp:
     return x.expand(shape)
 
 def normalize_scalar(value, dtype: DType):
-  """The Python scalar `value` becomes as stored in `dtype` (ints wrap, floats round), so args hash stably."""
+  """The Python scalar `value` becomes as stored in `dtype` (ints wrap; floats round, and into an integer type
+  truncate and saturate with NaN as 0, XLA's conversion and the devices' casts), so args hash stably."""
   import numpy as np
   if dtype.kind == 'b': return bool(value)
   if dtype.kind in 'iu':
-    if isinstance(value, float): value = math.trunc(value) if math.isfinite(value) else 0
+    if isinstance(value, float):
+      ii = dtypes.iinfo(dtype)
+      if value != value: return 0
+      if value >= ii.max: return ii.max     # (float(max) may round up past max: 2**63 for int64)
+      if value <= ii.min: return ii.min
+      return math.trunc(value)
     bits = dtype.itemsize * 8
     v = int(value) & ((1 << bits) - 1)
     return v - (1 << bits) if dtype.kind == 'i' and v >= 1 << (bits - 1) else v

@@ -52,6 +52,16 @@ def _host_dtype(x) -> DType:
 def _holds_none(x) -> bool:
   return x is None or (isinstance(x, (list, tuple)) and builtins.any(_holds_none(v) for v in x))
 
+def _float_to_int_checked(v: float, dt: DType) -> None:
+  """A Python float given for an integer dtype (`jnp.asarray(3e10, dtype=jnp.int32)`, `jnp.uint8(300.0)`) must
+  convert, truncated, into its range, as numpy (and so JAX) require; a cast of an array saturates instead."""
+  if math.isnan(v): raise ValueError(f"cannot convert float NaN to {dt}: an integer type has no NaN")
+  if math.isinf(v): raise OverflowError(f"cannot convert float {v} to {dt}")
+  ii = dtypes.iinfo(dt)
+  if not ii.min <= math.trunc(v) <= ii.max:
+    raise OverflowError(f"Python float {v!r} is out of bounds for {dt} (range {ii.min} to {ii.max}); clip it first, "
+                        f"or convert an array with .astype({dt.name}), which saturates")
+
 def _check_int_range(v: int, dt: DType) -> None:
   ii = dtypes.iinfo(dt)
   if not ii.min <= v <= ii.max: raise OverflowError(f"Python int {v} is too large to convert to {dt}; pass dtype= "
@@ -70,6 +80,9 @@ def asarray(x, dtype=None, copy=None, device=None) -> Array:
     weak_dt = dtypes.python_scalar_dtype(x)
     if dt is None and isinstance(x, int) and not isinstance(x, bool): _check_int_range(x, weak_dt)
     if dt is None: return Array(UOp.const(x, weak_dt), weak=not isinstance(x, bool))
+    if isinstance(x, float) and dt.kind in 'iu': _float_to_int_checked(x, dt)
+    if type(x) is int and dt.kind in 'iu' and not (ii := dtypes.iinfo(dt)).min <= x <= ii.max:
+      raise OverflowError(f"Python integer {x} out of bounds for {dt} (range {ii.min} to {ii.max})")
     return Array(UOp.const(x, dt))
   if isinstance(x, (list, tuple)) and builtins.any(isinstance(e, Array) for e in _flat(x)):
     arrs = [asarray(e, dt) for e in x]
@@ -81,6 +94,8 @@ def asarray(x, dtype=None, copy=None, device=None) -> Array:
     if isinstance(x, np.generic) and x.dtype.kind in 'biufc': return Array(UOp.const(x.item(), dt or _host_dtype(x)))
     if hasattr(x, '__jax_array__'): return asarray(x.__jax_array__(), dtype)
     target = dt or _host_dtype(x)
+    if isinstance(x, (list, tuple)) and target.kind in 'iu':   # Python floats in a list: numpy's checks, as JAX
+      return _from_host(np.asarray(x, dtype=target.np), target, device)
     return _from_host(np.asarray(x), target, device)
   except (TypeError, ValueError):   # JAX names a None first, even in a ragged list; looked for only on failure
     if isinstance(x, (list, tuple)) and _holds_none(x):
@@ -688,7 +703,12 @@ def full(shape, fill_value, dtype=None) -> Array:
   [7, 7]
   """
   shape = shape_arg(shape)
-  v = asarray(fill_value, dtype)
+  # (a Python number fill for an integer type converts as lax.full converts it, a float saturating and an int
+  # wrapping, where asarray would refuse one that does not fit)
+  dt = None if dtype is None else dtypes.to_dtype(dtype)
+  if dt is not None and dt.kind in 'iu' and type(fill_value) in (int, float):
+    v = astype(fill_value, dt) if type(fill_value) is float else Array(UOp.const(fill_value, dt))
+  else: v = asarray(fill_value, dtype)
   if v.uop.op is Ops.CONST: return Array(UOp.const(v.uop.arg[0], v.dtype, shape), v.weak)
   return broadcast_to(v, shape)
 def zeros(shape, dtype=None, device=None) -> Array:
