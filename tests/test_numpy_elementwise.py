@@ -354,6 +354,30 @@ def test_integer_power_matches_jax():
   assert out.dtype is jnp.float32 and out.weak and out.tolist() == [4.0]
   assert jnp.power(2, jnp.asarray([0.5])).tolist() == [pytest.approx(math.sqrt(2))]
   assert (jnp.asarray([3.0]) ** 2).tolist() == [9.0] and (2 ** jnp.asarray([3])).tolist() == [8]
+  for base in (jnp.asarray([2, 3]), jnp.asarray([2], jnp.uint8), jnp.asarray([True])):   # a static negative exponent
+    with pytest.raises(TypeError, match=r"Integers cannot be raised to negative powers, got \w+\[\d\] \*\* -2"):
+      base ** -2
+  assert (jnp.asarray([2.0]) ** -2).tolist() == [0.25]
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16, np.float64])
+def test_nextafter_matches_numpy_bit_for_bit(dt):
+  """jnp.nextafter: one step of the bit pattern toward x2; x2 where equal (so -0.0 after 0.0 toward -0.0), NaN where
+  either is, the smallest subnormal with x2's sign after a zero, the largest finite after an infinity; eager and
+  jitted, broadcasting, and bfloat16 (a float32's top half: steps of 2**-7 at 1, as JAX's)."""
+  info = np.finfo(dt)
+  xs = np.array([1.0, -1.0, 0.0, -0.0, 0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, info.max, info.smallest_subnormal,
+                 -info.smallest_subnormal, 5.0, info.tiny, 2.0], dt)
+  ys = np.array([2.0, 0.0, 1.0, 1.0, -1.0, -0.0, 0.0, np.inf, 1.0, 1.0, np.inf, 0.0, 0.0, np.nan, 0.0, -3.0], dt)
+  want = np.nextafter(xs, ys).view(f'u{np.dtype(dt).itemsize}')
+  with tinyjx.settings.Context(JAX_ENABLE_X64=dt is np.float64):
+    for got in (jnp.nextafter(jnp.asarray(xs), jnp.asarray(ys)), tinyjx.jit(jnp.nextafter)(xs, ys)):
+      assert got.dtype.name == np.dtype(dt).name
+      np.testing.assert_array_equal(np.asarray(got).view(want.dtype), want)
+  assert jnp.nextafter(jnp.ones((2, 1)), jnp.zeros(3)).shape == (2, 3)
+  b = jnp.nextafter(jnp.asarray([1.0, 0.0, -1.0], jnp.bfloat16), jnp.asarray([2.0, -1.0, 0.0], jnp.bfloat16))
+  assert b.dtype is jnp.bfloat16 and np.asarray(b.astype(jnp.float32)).tolist() == [1.0078125, -2.0 ** -133, -0.99609375]
+  with pytest.raises(TypeError, match="complex"):
+    jnp.nextafter(jnp.asarray([1j]), 0.0)
 
 def test_exact_results_where_jax_is_exact():
   assert jnp.exp2(jnp.asarray([3.0, -1.0])).tolist() == [8.0, 0.5]

@@ -25,7 +25,7 @@ __all__ = [
   'where', 'equal', 'not_equal', 'less', 'less_equal', 'greater', 'greater_equal', 'logical_and', 'logical_or',
   'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'invert', 'bitwise_not', 'bitwise_invert',
   'left_shift', 'right_shift', 'bitwise_left_shift', 'bitwise_right_shift', 'isnan', 'isinf', 'isfinite', 'isposinf',
-  'isneginf', 'nan_to_num', 'signbit', 'copysign', 'heaviside', 'hypot', 'deg2rad', 'rad2deg', 'radians', 'degrees',
+  'isneginf', 'nan_to_num', 'signbit', 'copysign', 'nextafter', 'heaviside', 'hypot', 'deg2rad', 'rad2deg', 'radians', 'degrees',
   'logaddexp', 'sinc', 'full', 'zeros', 'ones', 'full_like', 'zeros_like', 'ones_like',
   'sum', 'prod', 'max', 'min', 'amax', 'amin', 'any', 'all', 'mean', 'var', 'std', 'argmax', 'argmin', 'cumsum',
   'cumprod', 'cumulative_sum', 'cumulative_prod', 'isclose', 'allclose', 'array_equal', 'array_equiv',
@@ -383,13 +383,17 @@ def fmod(x, y):
 def divmod(x, y): return floor_divide(x, y), mod(x, y)  # noqa: A001 - numpy's name
 def power(x, y):
   """`x ** y`. A concrete Python int exponent keeps the base's dtype (like `lax.integer_pow`); small ones are exact
-  products. Integer bases with negative exponents give 0 (but 1 and -1), as in JAX.
+  products, and a negative one on an integer array is a TypeError, as in JAX. Integer bases with negative array
+  exponents give 0 (but 1 and -1), as in JAX.
 
   >>> power(asarray([2, 3]), 2).tolist()
   [4, 9]
   """
   if isinstance(y, int) and not isinstance(y, bool) and not isinstance(x, (int, float)):
     (x,) = _numeric(x)
+    if y < 0 and (dtypes.is_int(x.dtype) or x.dtype is dtypes.bool_):   # (lax.integer_pow's rule, as JAX)
+      raise TypeError(f"Integers cannot be raised to negative powers, got {x.dtype}{list(x.shape)} ** {y}; use a "
+                      "float base (x.astype(float) ** y), or an array exponent (integer bases give 0 but 1 and -1)")
     if 0 <= y <= 4: return _product_power(x, y)
   a, b = _numeric(x, y)
   if dtypes.is_complex(a.dtype): return _complex_power(a, b)
@@ -662,6 +666,28 @@ def signbit(x):
 def copysign(x, y):
   x, y = promote_inexact(x, y)
   return where(signbit(y), negative(abs(x)), abs(x))
+def nextafter(x1, x2):
+  """The next representable value after `x1` toward `x2` (numpy's): `x2` where they are equal, NaN where either is,
+  the smallest subnormal with `x2`'s sign after a zero; one step of the bit pattern otherwise.
+
+  >>> float(nextafter(asarray(1.0), 2.0) - 1.0) == 2.0 ** -23
+  True
+  """
+  x, y = promote_inexact(x1, x2)
+  if dtypes.is_complex(x.dtype): raise TypeError(f"nextafter does not accept complex inputs (got {x.dtype})")
+  shape = broadcast_shapes(x.shape, y.shape, op='nextafter')
+  x, y = broadcast_to(x, shape), broadcast_to(y, shape)
+  store = dtypes.float32 if x.dtype is dtypes.bfloat16 else x.dtype   # (a bfloat16 is a float32's top half)
+  uint = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[store.itemsize]
+  bits = Array(UOp(Ops.BITCAST, uint, (astype(x, store).uop,)))
+  one = asarray(1 << 16 if x.dtype is dtypes.bfloat16 else 1, uint)
+  away = logical_or(logical_and(greater(x, 0), greater(y, x)), logical_and(less(x, 0), less(y, x)))
+  stepped = where(away, add(bits, one), subtract(bits, one))
+  sign = asarray(1 << (8 * store.itemsize - 1), uint)
+  stepped = where(equal(x, 0), where(signbit(y), bitwise_or(sign, one), one), stepped)
+  out = astype(Array(UOp(Ops.BITCAST, store, (stepped.uop,))), x.dtype)
+  out = where(equal(x, y), y, out)
+  return where(logical_or(isnan(x), isnan(y)), full_like(x, math.nan), out)
 def heaviside(x, h0):
   """0 where `x < 0`, `h0` where `x == 0`, 1 where `x > 0`."""
   x, h0 = promote_inexact(x, h0)
