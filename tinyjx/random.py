@@ -379,18 +379,8 @@ def normal(key, shape=(), dtype=None) -> Array:
   return _normal(data, _shape_arg(shape, "normal"), _float_dtype(dtype, "normal"))
 
 def _nextafter(x: Array, up: bool) -> Array:
-  """The next representable float after `x` toward +inf (`up`) or -inf, by stepping the bit pattern."""
-  dt = x.dtype
-  store = dtypes.float32 if dt is dtypes.bfloat16 else dt
-  uint = UINT_OF_WIDTH[store.itemsize * 8]
-  one = 1 << 16 if dt is dtypes.bfloat16 else 1
-  b = _bitcast(jnp.astype(x, store), uint)
-  away = (x > 0) if up else (x < 0)              # moving away from zero grows the magnitude bits
-  stepped = jnp.where(away, b + one, b - one)
-  tiny = jnp.asarray(one, uint) | (jnp.asarray(0 if up else 1 << (store.itemsize * 8 - 1), uint))
-  stepped = jnp.where(x == 0, tiny, stepped)
-  out = jnp.astype(_bitcast(stepped, store), dt)
-  return jnp.where(jnp.isnan(x) | (x == (math.inf if up else -math.inf)), x, out)
+  """The next representable float after `x` toward +inf (`up`) or -inf."""
+  return jnp.nextafter(x, math.inf if up else -math.inf)
 
 def truncated_normal(key, lower, upper, shape=None, dtype=None) -> Array:
   """Normal floats truncated to the open interval (lower, upper), by inverting the CDF of a uniform.

@@ -52,15 +52,16 @@ def _host_dtype(x) -> DType:
 def _holds_none(x) -> bool:
   return x is None or (isinstance(x, (list, tuple)) and builtins.any(_holds_none(v) for v in x))
 
-def _float_to_int_checked(v: float, dt: DType) -> None:
-  """A Python float given for an integer dtype (`jnp.asarray(3e10, dtype=jnp.int32)`, `jnp.uint8(300.0)`) must
-  convert, truncated, into its range, as numpy (and so JAX) require; a cast of an array saturates instead."""
-  if math.isnan(v): raise ValueError(f"cannot convert float NaN to {dt}: an integer type has no NaN")
-  if math.isinf(v): raise OverflowError(f"cannot convert float {v} to {dt}")
+def _number_fits(v, dt: DType) -> None:
+  """A Python number given for an integer dtype (`jnp.asarray(3e10, dtype=jnp.int32)`, `jnp.uint8(300)`) must fit
+  it, a float once truncated, as numpy (and so JAX) require; a cast of an array saturates instead."""
+  if isinstance(v, float):
+    if math.isnan(v): raise ValueError(f"cannot convert float NaN to {dt}: an integer type has no NaN")
+    if math.isinf(v): raise OverflowError(f"cannot convert float {v} to {dt}")
   ii = dtypes.iinfo(dt)
   if not ii.min <= math.trunc(v) <= ii.max:
-    raise OverflowError(f"Python float {v!r} is out of bounds for {dt} (range {ii.min} to {ii.max}); clip it first, "
-                        f"or convert an array with .astype({dt.name}), which saturates")
+    raise OverflowError(f"Python {type(v).__name__} {v!r} out of bounds for {dt} (range {ii.min} to {ii.max}); use "
+                        f"a wider type, clip it first, or convert an array with .astype({dt.name}), which saturates")
 
 def _check_int_range(v: int, dt: DType) -> None:
   ii = dtypes.iinfo(dt)
@@ -80,9 +81,7 @@ def asarray(x, dtype=None, copy=None, device=None) -> Array:
     weak_dt = dtypes.python_scalar_dtype(x)
     if dt is None and isinstance(x, int) and not isinstance(x, bool): _check_int_range(x, weak_dt)
     if dt is None: return Array(UOp.const(x, weak_dt), weak=not isinstance(x, bool))
-    if isinstance(x, float) and dt.kind in 'iu': _float_to_int_checked(x, dt)
-    if type(x) is int and dt.kind in 'iu' and not (ii := dtypes.iinfo(dt)).min <= x <= ii.max:
-      raise OverflowError(f"Python integer {x} out of bounds for {dt} (range {ii.min} to {ii.max})")
+    if dt.kind in 'iu' and not isinstance(x, bool): _number_fits(x, dt)
     return Array(UOp.const(x, dt))
   if isinstance(x, (list, tuple)) and builtins.any(isinstance(e, Array) for e in _flat(x)):
     arrs = [asarray(e, dt) for e in x]
@@ -112,14 +111,9 @@ def scalar_type_call(x, dtype: DType) -> Array:
   """
   dt = dtypes.to_dtype(dtype)
   if x is None: raise ValueError(f"None is not a valid value for {dt}(...); pass a number, a list or an array")
-  if isinstance(x, int) and not isinstance(x, (bool, np.integer)) and dtypes.is_int(dt):
-    ii = dtypes.iinfo(dt)
-    if not ii.min <= x <= ii.max:
-      raise OverflowError(f"Python integer {x} out of bounds for {dt} (range {ii.min} to {ii.max}); use a wider "
-                          f"type, or wrap it first (x % {ii.max - ii.min + 1})")
   if isinstance(x, float) and math.isnan(x) and not dtypes.is_float(dt):
     raise ValueError(f"cannot convert float NaN to {dt}: an integer or bool type has no NaN")
-  out = asarray(x, dt)
+  out = asarray(x, dt)   # (a Python number that does not fit an integer type is asarray's error)
   return Array(out.uop, False)
 
 def check_arraylike(fn_name: str, *args) -> None:

@@ -229,20 +229,16 @@ def _leaves_key(key: list, leaves) -> tuple | None:
   a numpy array or scalar by its shape and dtype, a Python scalar by its type (weak unless a bool, as `aval_of`)."""
   bufs = []
   for x in leaves:
-    if type(x) is np.ndarray or isinstance(x, np.generic):
-      key.append(('host', x.shape, x.dtype))
-      key.append(False)
-      bufs.append(x)
+    if type(x) is Array:
+      if (b := x.realized_buffer()) is None: return None
+      key.append(b.key)
+      key.append(x.weak)
+      bufs.append(b)
       continue
-    if type(x) in _SCALARS:
-      key.append(('host', type(x)))
-      key.append(type(x) is not bool)
-      bufs.append(x)
-      continue
-    if type(x) is not Array or (b := x.realized_buffer()) is None: return None
-    key.append(b.key)
-    key.append(x.weak)
-    bufs.append(b)
+    if type(x) is np.ndarray or isinstance(x, np.generic): key += [('host', x.shape, x.dtype), False]
+    elif type(x) in _SCALARS: key += [('host', type(x)), type(x) is not bool]
+    else: return None
+    bufs.append(x)
   return tuple(key), bufs
 
 HIT = (('cache_hits', 1),)
