@@ -35,13 +35,24 @@ def _is_module(x) -> bool: return isinstance(x, Module)
 def _is_dynamic(x) -> bool: return is_array(x) or isinstance(x, Module)
 
 class _Static:
-  """A static value in a treedef's aux data: hashed and compared by value (lists as tuples, dicts by items)."""
-  __slots__ = ('value', '_frozen')
+  """A static value in a treedef's aux data: hashed and compared by value (lists as tuples, dicts by items).
+
+  `fixed`: the value can never hold an array and its frozen form depends only on which object it is (anything but a
+  list, dict or set, and tuples of such): a module keeps this `_Static` as its field's spec and reuses it while the
+  field holds the same object, so flattening a model every step (jit's hit path keys each call on its structure)
+  does not freeze its statics again."""
+  __slots__ = ('value', '_frozen', '_hash', 'fixed')
   def __init__(self, value):
-    self.value, self._frozen = value, _freeze(value)
-  def __eq__(self, other): return isinstance(other, _Static) and _same(self._frozen, other._frozen)
-  def __hash__(self): return hash(self._frozen)
+    self.value, self._frozen, self._hash, self.fixed = value, _freeze(value), None, _fixed(value)
+  def __eq__(self, other): return self is other or isinstance(other, _Static) and _same(self._frozen, other._frozen)
+  def __hash__(self):
+    if self._hash is None: self._hash = hash(self._frozen)
+    return self._hash
   def __repr__(self): return repr(self.value)
+
+def _fixed(v) -> bool:
+  if isinstance(v, tuple): return all(_fixed(x) for x in v)
+  return not isinstance(v, (list, dict, set, frozenset))
 
 def _same(a, b) -> bool:
   try: return bool(a == b)
@@ -82,40 +93,51 @@ def _fields(m: 'Module') -> list:
 def _spec_of(m: 'Module', name: str, value):
   specs = m.__dict__.setdefault(_SPEC, {})
   spec = specs.get(name, 'missing')
+  if type(spec) is _Static:                  # a fixed static field: the same object, the same aux data
+    if spec.value is value: return spec
+    spec = 'missing'
   if spec == 'missing' or (spec is None and _is_dynamic_value(value)): spec = specs[name] = _field_spec(value)
+  if spec is None and _fixed(value): spec = specs[name] = _Static(value)
   return spec
 
 def _is_dynamic_value(value) -> bool: return _field_spec(value) is not None
 
-def _flatten_with_keys(m: 'Module'):
-  children, aux = [], []
+def _children(m: 'Module') -> tuple[list, list, tuple]:
+  """(the names of m's children, the children, the aux data): what both flattening rules return."""
+  names, children, aux = [], [], []
   for name, value in _fields(m):
     spec = _spec_of(m, name, value)
-    if spec is None:
-      aux.append((name, None, _Static(value)))
+    if spec is None or type(spec) is _Static:
+      aux.append((name, None, spec or _Static(value)))
     elif spec == _LEAF:
-      children.append((GetAttrKey(name), value))
+      names.append(name)
+      children.append(value)
       aux.append((name, _LEAF, None))
     else:
       try:
         child, kept = _hollow(value, spec)
       except (ValueError, TypeError):   # the container changed shape since it was assigned: classify it again
         spec = m.__dict__[_SPEC][name] = _field_spec(value)
-        if spec is None or spec == _LEAF: return _flatten_with_keys(m)
+        if spec is None or spec == _LEAF: return _children(m)
         child, kept = _hollow(value, spec)
-      children.append((GetAttrKey(name), child))
+      names.append(name)
+      children.append(child)
       aux.append((name, spec[0], kept))
-  return children, tuple(aux)
+  return names, children, tuple(aux)
+
+def _flatten_with_keys(m: 'Module'):
+  names, children, aux = _children(m)
+  return [(GetAttrKey(n), c) for n, c in zip(names, children)], aux
 
 def _flatten(m: 'Module'):
-  pairs, aux = _flatten_with_keys(m)
-  return [c for _, c in pairs], aux
+  _, children, aux = _children(m)
+  return children, aux
 
 def _unflatten(cls, aux, children):
   m = object.__new__(cls)
   kids, specs = iter(children), {}
   for name, kind, payload in aux:
-    if kind is None: value, specs[name] = payload.value, None
+    if kind is None: value, specs[name] = payload.value, (payload if payload.fixed else None)
     elif kind == _LEAF: value, specs[name] = next(kids), _LEAF
     else:
       subtrees = kind.flatten_up_to(next(kids))

@@ -42,6 +42,38 @@ def test_static_values_are_part_of_the_structure():
   c = Block(random.PRNGKey(0)); c.size = [2]
   assert tree_util.tree_structure(b) == tree_util.tree_structure(c)
 
+def test_static_fields_are_frozen_once_and_still_follow_their_values():
+  # a fixed static (an int, a tuple of ints, a function) keeps its frozen aux data while the field holds the same
+  # object, through flatten and unflatten; a static list mutated in place, or a field rebound, is seen again
+  b = Block(random.PRNGKey(0))
+  b.kernel, b.names = (3, 3), ['x']
+  key = lambda m: tree_util.structure_key(m, [])
+  k0 = key(b)
+  back = tree_util.tree_unflatten(tree_util.tree_structure(b), tree_util.tree_leaves(b))
+  assert key(back) == k0 and hash(key(back)) == hash(k0)
+  aux = lambda k: {name: st for name, kind, st in k[1] if kind is None}
+  assert aux(key(back))['kernel'] is aux(k0)['kernel'] and aux(key(b))['size'] is aux(k0)['size']
+  b.names.append('y')                         # a static list changed in place: a new structure
+  assert key(b) != k0
+  b.names.pop()
+  assert key(b) == k0
+  b.__dict__['kernel'] = (5, 5)               # rebound without __setattr__ (as object.__setattr__ would)
+  assert key(b) != k0 and aux(key(b))['kernel'].value == (5, 5)
+  b.kernel = (3, 3)
+  assert key(b) == k0
+  calls = []
+  @tinyjx.jit
+  def f(m, x):
+    calls.append(1)
+    return m.proj(x) * m.kernel[0]
+  x = jnp.ones(2)
+  y = f(b, x)
+  for _ in range(3): y = f(tree_util.tree_map(lambda a: a, b), x)
+  assert len(calls) == 1
+  b2 = b.replace(kernel=(4, 4))
+  np.testing.assert_allclose(np.asarray(f(b2, x)), np.asarray(y) / 3 * 4, rtol=1e-6)
+  assert len(calls) == 2
+
 def test_any_leaves_keep_the_structure():
   b = Block(random.PRNGKey(0))
   td = tree_util.tree_structure(b)
