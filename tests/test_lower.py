@@ -810,6 +810,63 @@ def test_a_direct_tile_takes_its_rows_from_the_runs_of_x(cpu, monkeypatch, vecto
     for g, v in zip(got, want):
       np.testing.assert_allclose(g, v, rtol=tol, atol=tol * np.abs(v).max(), err_msg=f"{vector_bytes} {dt.__name__}")
 
+def test_a_short_direct_contraction_puts_its_rows_in_the_lanes():
+  """`lane_rows_tile`: a direct matmul of at most LANE_ROWS_K contraction rows whose runs of x are one to three whole
+  vectors (four with 32 registers) takes tiles of one run by what is left of 12 (24) accumulators; else None."""
+  f64 = dtypes.float64
+  assert optimize.lane_rows_tile(147456, 32, 25, 24, F32, F32, 32) == (24, 4)     # mnist's first convolution
+  assert optimize.lane_rows_tile(1000, 7, 27, 8, F32, F32, 32) == (8, 7)          # 12 columns, 7 channels
+  assert optimize.lane_rows_tile(1024, 64, 9, 16, F32, F32, 32) == (16, 6)
+  assert optimize.lane_rows_tile(1200, 64, 9, 12, f64, f64, 32) == (12, 4)
+  assert optimize.lane_rows_tile(4096, 64, 9, 64, F32, F32, 64) == (64, 6)
+  for args in ((147456, 32, 33, 24, F32, F32, 32),      # a longer contraction: the 6 x 16 direct tile
+               (1000, 32, 25, 20, F32, F32, 32),         # runs of 20: no whole vectors
+               (1000, 32, 25, 32, F32, F32, 32),         # four vectors need 16 accumulators and 4 more registers
+               (1000, 32, 25, 24, F32, F32, 64),         # 24 is no whole number of 16-lane vectors
+               (1000, 32, 25, 8, dtypes.float16, F32, 32)):
+    assert optimize.lane_rows_tile(*args) is None, args
+
+@pytest.mark.parametrize('vector_bytes', [32, 64])
+@pytest.mark.parametrize('n, c, o, hw, k, padding, lanes', [
+  (2, 1, 32, (28, 28), (5, 5), 'VALID', {32: ('f32',), 64: ('f64',)}),
+  (3, 1, 7, (12, 12), (5, 5), 'VALID', {32: ('f32', 'f64'), 64: ('f64',)}),
+  (7, 3, 33, (18, 18), (3, 3), 'VALID', {32: ('f32',), 64: ('f32', 'f64')}),
+  (1, 2, 13, (12, 12), (4, 4), 'SAME', {32: ('f64',), 64: ()}),
+  (8, 2, 9, (6, 10), (3, 3), 'VALID', {32: ('f32', 'f64'), 64: ('f64',)})])
+def test_first_convolutions_with_their_rows_in_the_lanes_match_the_python_device(cpu, monkeypatch, vector_bytes, n,
+                                                                                  c, o, hw, k, padding, lanes):
+  """A convolution with a short contraction (one or a few input channels) whose output rows are whole vectors runs
+  its forward pass with an output row in the lanes and the channels broadcast (`TJX_MICRO_LANES`): one to four
+  vectors a row, channel counts that leave a partial tile (7, 33, 13, 9), a padded input, two input channels, both
+  vector widths; its value and both gradients against PYTHON, float32 and float64, and unpadded, bit for bit what the
+  direct tile (rows across a tile's columns) gives where the plan is turned off: the same products in the same order."""
+  monkeypatch.setattr(type(cpu), 'vector_bytes', property(lambda self: vector_bytes))
+  rng = np.random.default_rng(n * 100 + o)
+  for dt, tol in ((np.float32, 2e-5), (np.float64, 1e-12)):
+    x, w = rng.standard_normal((n, c, *hw)).astype(dt), rng.standard_normal((o, c, *k)).astype(dt)
+    with tinyjx.Context(JAX_ENABLE_X64=True):
+      f = _conv_grads(x, w, padding)
+      source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(x, w)).source
+      with tinyjx.Context(TINYJX_DEVICE='CPU'): got = [np.asarray(a) for a in tinyjx.jit(f)(x, w)]
+      with tinyjx.Context(TINYJX_DEVICE='PYTHON'): want = [np.asarray(a) for a in tinyjx.jit(f)(x, w)]
+      jaxpr = tinyjx.make_jaxpr(f)(x, w)
+      monkeypatch.setattr(optimize, 'LANE_ROWS_K', 0)
+      plain = cpu.compile_jaxpr(jaxpr)
+      monkeypatch.setattr(optimize, 'LANE_ROWS_K', 32)
+      lanes_exe = cpu.compile_jaxpr(jaxpr)
+      dtype = dtypes.float32 if dt is np.float32 else dtypes.float64
+      bufs = [cpu.from_numpy(a, dtype) for a in (x, w)]
+      by_lanes, by_tiles = ([b.numpy() for b in exe.run(bufs)] for exe in (lanes_exe, plain))
+    sfx = 'f32' if dt is np.float32 else 'f64'
+    called = lambda src: re.search(rf'tjx_mml_{sfx}_\d+x\d+\(K, ', src) is not None
+    assert called(source) == (sfx in lanes[vector_bytes]), (sfx, vector_bytes)
+    assert not called(plain.source) and lanes_exe.source == source
+    for g, v in zip(got, want):
+      np.testing.assert_allclose(g, v, rtol=tol, atol=tol * np.abs(v).max(), err_msg=f"{vector_bytes} {sfx}")
+    for a, b in zip(by_lanes, by_tiles):     # (padded, the tiles skip the padding's rows, summing in another order)
+      if padding == 'VALID': np.testing.assert_array_equal(a, b)
+      else: np.testing.assert_allclose(a, b, rtol=tol, atol=tol * np.abs(b).max())
+
 @pytest.mark.parametrize('n, hw, split', [(128, 10, False), (64, 18, True)])
 def test_a_chunked_direct_matmul_does_not_depend_on_the_thread_count(cpu, n, hw, split):
   """A weight gradient's chunks are added into each block's tiles in chunk order, whichever thread runs the block;

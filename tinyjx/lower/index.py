@@ -122,6 +122,9 @@ class MatmulPlan:
   x_rows: bool = False                      # x (contiguous along the contraction) is read in place by rows
   by_rows: bool = False                     # y packed whole first, then each thread's blocks of rows against it all
   prefetch: bool = False                    # by_rows: the micro-kernel fetches the next tile's epilogue operands
+  lane_rows: bool = False                   # direct, a short contraction: a tile's mr rows (one run of x's
+                                            # consecutive elements) lie in the vector lanes, its nr
+                                            # columns are broadcast (optimize.lane_rows_tile)
 
 @dataclass(eq=False)
 class Contraction:

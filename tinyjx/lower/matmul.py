@@ -12,7 +12,9 @@ a convolution's) never packs x: the micro-kernel `TJX_MICRO_DIRECT` reads it in 
 two tables of the row and contraction parts of its affine index; with `Matmul.skip` (x a zero-padded array) each
 block runs only the contraction rows where one of its rows reads data, not padding. A rows plan (`x_rows`: an x
 whose rows are contiguous along the contraction) never packs x either: `TJX_MICRO_ROWS` reads row r at
-roff[r] + k (from x + k0 in a chunk). Every number is the plan's: nothing here decides a size.
+roff[r] + k (from x + k0 in a chunk). A lane_rows plan (a direct plan of a short contraction) runs a block as one
+run of x in the vector lanes against nr broadcast columns of y (`TJX_MICRO_LANES`), its tile already by columns.
+Every number is the plan's: nothing here decides a size.
 """
 from __future__ import annotations
 import math
@@ -469,7 +471,8 @@ class MatmulEmitter:
     self.loop_nest(s.kvars, lines, pad + "  ", lambda p: lines.append(
       f"{p}koff[{self.expr(_flat(s.kvars))}] = {self.expr(kpart)};"))
     lines += [f"#pragma omp parallel if({int(s.parallel)})", f"{pad}  {{"]
-    emit = self.direct_split if plan.split_groups else self.direct_chunks if plan.chunked else self.direct_whole
+    emit = self.direct_split if plan.split_groups else self.direct_chunks if plan.chunked else \
+      self.direct_lanes if plan.lane_rows else self.direct_whole
     emit(s, lines, pad + "  ", rpart, rows)
     lines += [f"{pad}  }}", f"{pad}  free(pb);", f"{pad}  free(koff);",
               *([f"{pad}  free(tiles);"] if plan.chunked else []), f"{pad}}}"]
@@ -500,6 +503,30 @@ class MatmulEmitter:
             f"  {self.micro_kernel(s)}({run.format(x=f'b{s.x.src[0].arg}', nr=nr)}, c, 0);"]
     store = self.scoped(lambda out: self.tile_store(s, out, "  ", "ib", "sb", t), p)
     self.direct_blocks(s, lines, p, rpart, ["for (int64_t sb = 0; sb < NB; sb++) {", *tile, *store, "}"])
+
+  def direct_lanes(self, s: Matmul, lines: list, p: str, rpart: UOp, rows: int) -> None:
+    """A lane_rows plan: y packed whole; a block is one run of mr consecutive rows of x (from roff[0]), and each
+    panel of y gives a tile of its nr columns by the run in vectors (`TJX_MICRO_LANES`), already by columns."""
+    mr, nr, t = s.plan.mr, s.plan.nr, self.type_names[s.dtype]
+    sfx, vec = self.vector_type(s)
+    lanes, vb = s.plan.vector_bytes // s.dtype.itemsize, s.plan.vector_bytes
+    name = f"{sfx}_{mr}x{nr}"
+    unaligned = f"__attribute__((vector_size({vb}), aligned({s.dtype.itemsize})))"
+    self.micro.setdefault(f"{vec}u", f"typedef {t} {vec}u {unaligned};")
+    self.micro.setdefault(f"lanes {name}", f"TJX_MICRO_LANES({t}, {vec}, {vec}u, {name}, {mr}, {nr}, {lanes})")
+    self.direct_pack(s, lines, p, rows, False)
+    lines += [self.work_loop(self.blocks(s, True)), f"{p}for (int64_t ib = 0; ib < MB; ib++) {{",
+              f"{p}  int64_t roff[1];", f"{p}  for (int64_t q = 0; q < 1; q++) {{"]
+    self.row_offset(s, rpart, lines, p + "    ", f"ib * {mr}")
+    lines.append(f"{p}  }}")
+    if (split := _split_index(s.store.idx)) is not None:     # (the same rows for every panel: tile_store's by_columns)
+      lines.append(f"{p}  const int64_t rows = {mr};")
+      self.offsets(lines, p + "  ", ("r", "rows", "i", "ib", mr), split[0])
+    lines += [f"{p}  for (int64_t sb = 0; sb < NB; sb++) {{",
+              f"{p}    {t} ct[{mr * nr}] __attribute__((aligned(64)));",
+              f"{p}    tjx_mml_{name}(K, b{s.x.src[0].arg} + roff[0], koff, pb + sb * {nr} * K, ct);"]
+    store = self.scoped(lambda out: self.tile_store(s, out, p + "    ", "ib", "sb", t, by_columns=True), p + "    ")
+    lines += store + [f"{p}  }}", f"{p}}}"]
 
   def direct_chunks(self, s: Matmul, lines: list, p: str, rpart: UOp, rows: int) -> None:
     """Chunks outermost: pack the chunk of y, add it into every block's row of tiles; then the tiles' stores."""
@@ -616,13 +643,15 @@ class MatmulEmitter:
       Store(st.buf, at[s.store.idx], st.value.substitute(at), st.valid) for st in s.stores]
     return self.scoped(lambda out: [self.stmt(st, out, len(p) // 2 + 3) for st in sts], p + "    ")
 
-  def tile_store(self, s: Matmul, lines: list, p: str, ib: str, jb: str, t: str, defer: list | None = None) -> None:
+  def tile_store(self, s: Matmul, lines: list, p: str, ib: str, jb: str, t: str, defer: list | None = None,
+                 by_columns: bool = False) -> None:
     """The epilogue of one result tile `c` (block ib of rows, jb of columns): the store for each element in range.
     Where the store's index is a row part plus a column part (`_split_index`), both parts of the tile are tables
     (no index division per element), and the tile is stored column by column unless the output is contiguous
     along its columns (a convolution's output is contiguous along positions, the rows of a direct matmul); a block
     whose rows are consecutive in the output then stores each column as one run of MR elements. `defer`: lines
-    that take a whole tile stored row by row in one run a row instead (`overlapped_tiles`)."""
+    that take a whole tile stored row by row in one run a row instead (`overlapped_tiles`). `by_columns`: the tile is
+    `ct` already, column q at ct[q * mr] (a lane_rows plan's), read as such wherever it is stored."""
     mr, nr = s.plan.mr, s.plan.nr
     split, store = _split_index(s.store.idx), self.epilogue(s, p)
     # a whole tile where the tiles divide the output (constant bounds: the store loops unroll and vectorize)
@@ -632,15 +661,13 @@ class MatmulEmitter:
                                              f"{nr};")]
     loops = [("r", "rows", "i", ib, mr), ("q", "cols", "j", jb, nr)]
     if split is not None:
-      for (v, n, name, blk, size), part in zip(loops, split):
-        lines += [f"{p}int64_t {name}off[{size}];", f"{p}for (int64_t {v} = 0; {v} < {n}; {v}++) {{",
-                  f"{p}  const int64_t {name} = {blk} * {size} + {v};"]
-        lines += self.scoped(lambda out: out.append(f"{p}  {name}off[{v}] = {self.expr(part)};"), p + "  ")
-        lines.append(f"{p}}}")
+      for which, part in zip(loops, split):
+        if not (by_columns and which[2] == 'i'): self.offsets(lines, p, which, part)
       if not _unit_stride(split[1], 'j'): loops.reverse()
     (v0, n0, *_), (v1, n1, *_) = loops
 
-    def nest(p: str, n1: str, io: str, jo: str = "joff[q]", cv: str = f"c[r * {nr} + q]") -> list:
+    tile = f"ct[q * {mr} + r]" if by_columns else f"c[r * {nr} + q]"
+    def nest(p: str, n1: str, io: str, jo: str = "joff[q]", cv: str = tile) -> list:
       # a run (jo or io one more each step) is vectorized (in OpenMP's outlined function the kernel's pointers have
       # lost `restrict`: an epilogue that loads other arrays, an optimizer's update, ran scalar without `omp simd`)
       return [f"{p}for (int64_t {v0} = 0; {v0} < {n0}; {v0}++) {{",
@@ -665,12 +692,21 @@ class MatmulEmitter:
     # stored column by column: the tile transposed first (`transpose_fn`), so a column is a run of ct; where the
     # block's rows are consecutive in the output (a convolution's block within one image), each column is one run of
     # mr elements from ioff[0], a vector store instead of mr scattered ones
-    tr, mrp = self.tile_transpose(s)
-    cv = f"ct[q * {mrp} + r]" if tr else f"c[r * {nr} + q]"
+    tr, mrp = ('', mr) if by_columns else self.tile_transpose(s)
+    cv = f"ct[q * {mrp} + r]" if tr or by_columns else f"c[r * {nr} + q]"
     if tr: lines += [f"{p}{t} ct[{nr * mrp}] __attribute__((aligned(64)));", f"{p}{tr}(c, ct);"]
     lines += [f"{p}if (rows == {mr} && tjx_consecutive(ioff, {mr})) {{",
               *nest(p + "  ", str(mr), "ioff[0] + r", cv=cv), f"{p}}} else {{",
               *nest(p + "  ", n1, "ioff[r]", cv=cv), f"{p}}}"]
+
+  def offsets(self, lines: list, p: str, which: tuple, part: UOp) -> None:
+    """`ioff` or `joff` (`which`: its loop variable, count, template variable, block and size): a tile's row or
+    column part of the store's index, one entry a row or column."""
+    v, n, name, blk, size = which
+    lines += [f"{p}int64_t {name}off[{size}];", f"{p}for (int64_t {v} = 0; {v} < {n}; {v}++) {{",
+              f"{p}  const int64_t {name} = {blk} * {size} + {v};"]
+    lines += self.scoped(lambda out: out.append(f"{p}  {name}off[{v}] = {self.expr(part)};"), p + "  ")
+    lines.append(f"{p}}}")
 
   def vector_type(self, s: Matmul, lanes_of: str = '') -> tuple[str, str]:
     """(the suffix of the matmul's dtype, the name of the plan's vector type): `vector_type_of` its dtype and width."""

@@ -430,6 +430,25 @@ TJX_CONTRACT_FN TJX_MICRO_LINK void tjx_mmp_##N(int64_t K, const T* restrict a, 
   int pq = 0; \
   TJX_MICRO_LOOP_PF(V, MR, NR, a[k * MR + r], TJX_PREFETCH_STEP) }
 #endif
+/* A direct tile with its rows in the lanes (`MatmulPlan.lane_rows`: a short contraction, a first convolution's 25
+   taps): MR consecutive elements of x from x + koff[k] as MR / L vectors (VU: unaligned), each of y's NR values of
+   row k of the panel w broadcast, NR x MR / L sums; the tile goes to ct by columns (ct[q * MR + r]), as a tile
+   stored column by column wants it. Each result's products are added in the contraction's order, multiply-adds
+   fused, as TJX_MICRO_DIRECT adds them. Small: each translation unit compiles its own. */
+#define TJX_MICRO_LANES(T, V, VU, N, MR, NR, L) \
+TJX_CONTRACT_FN static void tjx_mml_##N(int64_t K, const T* restrict x, const int64_t* restrict koff, \
+                                        const T* restrict w, T* restrict ct) { \
+  TJX_CONTRACT_BODY \
+  enum { NV = MR / L }; \
+  V acc[NR][NV]; \
+  for (int q = 0; q < NR; q++) for (int v = 0; v < NV; v++) acc[q][v] = (V){0}; \
+  for (int64_t k = 0; k < K; k++) { \
+    V xv[NV]; \
+    for (int v = 0; v < NV; v++) xv[v] = *(const VU*)(x + koff[k] + v * L); \
+    for (int q = 0; q < NR; q++) { \
+      const V wv = w[k * NR + q] - (V){0}; \
+      for (int v = 0; v < NV; v++) acc[q][v] = TJX_MAC(wv, xv[v], acc[q][v]); } } \
+  memcpy(ct, acc, sizeof acc); }
 """
 
 SORT = r"""/* the sorts' order: x comes strictly before y (NaN last ascending and first descending, numpy's order); index i
