@@ -728,6 +728,13 @@ def test_packing_a_padded_panel_reads_nothing_past_the_last_row(cpu):
   want = np.einsum('nchw,nkhw->ck', np.where(z + bias[None, :, None, None] > 0, g, 0), a)
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
 
+def _on_cpu_and_python(cpu, f, x, w):
+  """(the CPU's C source for f(x, w), its outputs jitted on the CPU, and on PYTHON)."""
+  source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(x, w)).source
+  with tinyjx.Context(TINYJX_DEVICE='CPU'): got = [np.asarray(a) for a in tinyjx.jit(f)(x, w)]
+  with tinyjx.Context(TINYJX_DEVICE='PYTHON'): want = [np.asarray(a) for a in tinyjx.jit(f)(x, w)]
+  return source, got, want
+
 def _conv_grads(x, w, padding):
   """The convolution's value and the gradients of <conv(x, w), ct> for a fixed random ct, as one function."""
   from tinyjx import lax
@@ -754,9 +761,7 @@ def test_convolutions_read_their_windows_in_place_and_match_the_python_device(cp
     x, w = rng.standard_normal((n, c, *hw)).astype(dt), rng.standard_normal((o, c, *k)).astype(dt)
     with tinyjx.Context(JAX_ENABLE_X64=True):
       f = _conv_grads(x, w, padding)
-      source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(x, w)).source
-      with tinyjx.Context(TINYJX_DEVICE='CPU'): got = [np.asarray(a) for a in tinyjx.jit(f)(x, w)]
-      with tinyjx.Context(TINYJX_DEVICE='PYTHON'): want = [np.asarray(a) for a in tinyjx.jit(f)(x, w)]
+      source, got, want = _on_cpu_and_python(cpu, f, x, w)
     assert 'tjx_mmd_f' in source and 'const int64_t io = ioff[0] + r' in source, how   # columns stored as runs
     assert ('for (int64_t cc = ' in source) == ('chunked' in how), how
     assert ('tg + (ib * NB + sb)' in source) == ('split' in how), how
@@ -802,9 +807,7 @@ def test_a_direct_tile_takes_its_rows_from_the_runs_of_x(cpu, monkeypatch, vecto
     x, w = rng.standard_normal((3, 4, 14, 12)).astype(dt), rng.standard_normal((5, 4, 3, 3)).astype(dt)
     with tinyjx.Context(JAX_ENABLE_X64=True):
       f = _conv_grads(x, w, 'VALID')
-      source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(x, w)).source
-      with tinyjx.Context(TINYJX_DEVICE='CPU'): got = [np.asarray(a) for a in tinyjx.jit(f)(x, w)]
-      with tinyjx.Context(TINYJX_DEVICE='PYTHON'): want = [np.asarray(a) for a in tinyjx.jit(f)(x, w)]
+      source, got, want = _on_cpu_and_python(cpu, f, x, w)
     rows = sorted({int(r) for r in re.findall(r'tjx_mmd_f(?:32|64)_(\d+)x\d+\(', source)})
     assert rows == ([8, 10, 12] if vector_bytes == 64 else [6]), rows
     for g, v in zip(got, want):
@@ -846,9 +849,7 @@ def test_first_convolutions_with_their_rows_in_the_lanes_match_the_python_device
     x, w = rng.standard_normal((n, c, *hw)).astype(dt), rng.standard_normal((o, c, *k)).astype(dt)
     with tinyjx.Context(JAX_ENABLE_X64=True):
       f = _conv_grads(x, w, padding)
-      source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(x, w)).source
-      with tinyjx.Context(TINYJX_DEVICE='CPU'): got = [np.asarray(a) for a in tinyjx.jit(f)(x, w)]
-      with tinyjx.Context(TINYJX_DEVICE='PYTHON'): want = [np.asarray(a) for a in tinyjx.jit(f)(x, w)]
+      source, got, want = _on_cpu_and_python(cpu, f, x, w)
       jaxpr = tinyjx.make_jaxpr(f)(x, w)
       monkeypatch.setattr(optimize, 'LANE_ROWS_K', 0)
       plain = cpu.compile_jaxpr(jaxpr)
@@ -908,9 +909,7 @@ def test_a_direct_matmul_skips_the_padding_of_its_windows(cpu, how, fn):
       ct = jnp.cos(jnp.arange(out.size, dtype=out.dtype).reshape(out.shape))
       return out, *tinyjx.grad(lambda x, w: jnp.sum(fn(x, w) * ct), argnums=(0, 1))(x, w)
     with tinyjx.Context(JAX_ENABLE_X64=True):
-      source = cpu.compile_jaxpr(tinyjx.make_jaxpr(f)(x, w)).source
-      with tinyjx.Context(TINYJX_DEVICE='CPU'): got = [np.asarray(a) for a in tinyjx.jit(f)(x, w)]
-      with tinyjx.Context(TINYJX_DEVICE='PYTHON'): want = [np.asarray(a) for a in tinyjx.jit(f)(x, w)]
+      source, got, want = _on_cpu_and_python(cpu, f, x, w)
     assert 'const int64_t pq = ' in source, how
     for g, v in zip(got, want):
       np.testing.assert_allclose(g, v, rtol=tol, atol=tol * np.abs(v).max(), err_msg=f"{how} {dt.__name__}")
