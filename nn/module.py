@@ -108,7 +108,7 @@ def _children(m: 'Module') -> tuple[list, list, tuple]:
   for name, value in _fields(m):
     spec = _spec_of(m, name, value)
     if spec is None or type(spec) is _Static:
-      aux.append((name, None, spec or _Static(value)))
+      aux.append((name, None, _Static(value) if spec is None else spec))
     elif spec == _LEAF:
       names.append(name)
       children.append(value)

@@ -516,7 +516,7 @@ class MatmulEmitter:
     self.micro.setdefault(f"lanes {name}", f"TJX_MICRO_LANES({t}, {vec}, {vec}u, {name}, {mr}, {nr}, {lanes})")
     self.direct_pack(s, lines, p, rows, False)
     lines += [self.work_loop(self.blocks(s, True)), f"{p}for (int64_t ib = 0; ib < MB; ib++) {{",
-              f"{p}  int64_t roff[1];", f"{p}  for (int64_t q = 0; q < 1; q++) {{"]
+              f"{p}  int64_t roff[1];", f"{p}  for (int64_t q = 0; q < 1; q++) {{"]   # (row_offset fills roff[q])
     self.row_offset(s, rpart, lines, p + "    ", f"ib * {mr}")
     lines.append(f"{p}  }}")
     if (split := _split_index(s.store.idx)) is not None:     # (the same rows for every panel: tile_store's by_columns)

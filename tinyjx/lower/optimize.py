@@ -328,14 +328,13 @@ def lane_rows_tile(m: int, n: int, k: int, run: int, xdtype, dtype, vector_bytes
   three (four with 32 registers). A tile is one run of rows by as many columns as leave 12 (24) accumulators: a
   step of the contraction loads the run's vectors of x in place and broadcasts each column's value of y, and the
   tile is already stored by columns (a convolution's output runs along its positions) with no transpose. With the
-  rows across a tile's columns instead, each tile's 25 steps were a third of its transpose and stores: the first
-  convolution of the mnist step (256 x 1 x 28 x 28 -> 32 x 24 x 24) 4.8 -> 3.5 ms."""
-  lanes = vector_bytes // dtype.itemsize
+  rows across a tile's columns instead, each tile's 25 steps cost about what its transpose and stores did: the first
+  convolution of the mnist step (256 x 1 x 28 x 28 -> 32 x 24 x 24, with its bias and ReLU) 4.4 -> 2.5 ms."""
+  lanes, wide = vector_bytes // dtype.itemsize, vector_bytes >= 64
   if k > LANE_ROWS_K or xdtype is not dtype or dtype not in (dtypes.float32, dtypes.float64) or lanes < 2: return None
-  budget = 24 if vector_bytes >= 64 else 12
   vectors = run // lanes
-  if run % lanes or not 1 <= vectors <= (4 if vector_bytes >= 64 else 3) or m % run: return None
-  return run, min(budget // vectors, n)
+  if run % lanes or not 1 <= vectors <= (4 if wide else 3) or m % run: return None
+  return run, min((24 if wide else 12) // vectors, n)
 
 def _direct_rows(m: int, run: int) -> int:
   """The rows of a direct plan's micro-tile (AVX-512), for x's runs of `run` consecutive rows: MICRO_ROWS, or else
@@ -505,10 +504,10 @@ def _matmul_nest(k: Kernel, vector_bytes: int, cores: int = 1):
                       for st in inner[2:])
   run = _row_run(x, iv) if direct else 0
   rows = not direct and _rows_in_place(x, kv, acc.dtype)
-  plan = plan_matmul(si.arg[1], sj.arg[1], kn, acc.dtype, kv[0].arg[1], vector_bytes, direct, rows, run,
-                     1 + len(also), _row_stride(x, iv) * acc.dtype.itemsize if rows else 0, cores)
-  if direct and (tile := lane_rows_tile(si.arg[1], sj.arg[1], kn, run, x.dtype, acc.dtype, vector_bytes)):
-    plan = MatmulPlan(*tile, vector_bytes, False, chunk=kv[0].arg[1], direct=True, lane_rows=True)
+  tile = lane_rows_tile(si.arg[1], sj.arg[1], kn, run, x.dtype, acc.dtype, vector_bytes) if direct else None
+  plan = MatmulPlan(*tile, vector_bytes, False, chunk=kv[0].arg[1], direct=True, lane_rows=True) if tile else \
+    plan_matmul(si.arg[1], sj.arg[1], kn, acc.dtype, kv[0].arg[1], vector_bytes, direct, rows, run, 1 + len(also),
+                _row_stride(x, iv) * acc.dtype.itemsize if rows else 0, cores)
   skip = _padding_skip(x, kv, k.zero_pads) if plan.direct and not plan.chunked and not plan.lane_rows else None
   if skip is not None:   # its variable outermost: the values to skip are one run of the contraction
     kv = [skip[0], *(v for v in kv if v is not skip[0])]
